@@ -1,0 +1,236 @@
+# tools/vm/lib.sh - building blocks for booting Debian kernels in qemu.
+#
+# Sourced by tools/vm/run (bash). Kept free of run's option parsing so that
+# other scripts (e.g. a nested host/guest testbed started from inside a VM)
+# can reuse the pieces:
+#
+#   vm_kernels                    installed kernel versions, oldest first
+#   vm_resolve_kernel SPEC        SPEC -> version (latest, 6.1, 6.12, full)
+#   vm_initramfs VER [opts]       path of a cached busybox initramfs
+#   vm_qemu_cmd                   fill the VM_QEMU array from VM_* variables
+#
+# Nothing here touches the kernel this script runs on.
+
+VM_LIB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+
+# Bump when the initramfs layout changes in a way the hash can't see.
+VM_INITRAMFS_FORMAT=1
+
+# Modules the default stage 1 needs to mount the 9p root (dependencies are
+# resolved per kernel; built-in ones are skipped).
+VM_BOOT_MODULES="virtio_pci 9pnet_virtio 9p"
+
+vm_msg() { echo "${VM_PROG:-vm}: $*" >&2; }
+
+# vm_kernels: versions that have both /boot/vmlinuz-VER and /lib/modules/VER.
+vm_kernels() {
+	local f v
+
+	for f in /boot/vmlinuz-*; do
+		[ -e "$f" ] || continue
+		v=${f#/boot/vmlinuz-}
+		[ -d "/lib/modules/$v" ] && echo "$v"
+	done | sort -V
+}
+
+# vm_resolve_kernel SPEC: print the newest installed version matching SPEC.
+# SPEC is "latest" (or empty), a full version, or a prefix that ends on a
+# component boundary: "6.1" matches 6.1.0-56-amd64 but not 6.12.x.
+vm_resolve_kernel() {
+	local spec=$1 v best=
+
+	while read -r v; do
+		case $spec in
+		"" | latest)
+			best=$v ;;
+		*)
+			if [ "$v" = "$spec" ]; then
+				best=$v
+			elif [ "${v#"$spec"}" != "$v" ]; then
+				case ${v#"$spec"} in
+				[.+-]*) best=$v ;;
+				esac
+			fi ;;
+		esac
+	done < <(vm_kernels)
+	[ -n "$best" ] || return 1
+	echo "$best"
+}
+
+vm_cache_dir() {
+	echo "${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/hgclock"
+}
+
+# vm_module_list VER MOD...: "insmod PATH ARGS" lines in load order, each
+# module once, built-ins dropped.
+vm_module_list() {
+	local ver=$1
+	shift
+	[ $# -gt 0 ] || return 0
+	modprobe -S "$ver" -D -a "$@" | awk '$1 == "insmod" && !seen[$2]++'
+}
+
+# vm_unpack_module SRC DST: copy a module, decompressing .xz/.zst/.gz so
+# that busybox insmod never has to.
+vm_unpack_module() {
+	case $1 in
+	*.ko.xz) xz -dc "$1" >"$2" ;;
+	*.ko.zst) zstd -qdc "$1" >"$2" ;;
+	*.ko.gz) gzip -dc "$1" >"$2" ;;
+	*) cp "$1" "$2" ;;
+	esac
+}
+
+vm_busybox() {
+	local bb
+
+	for bb in /bin/busybox /usr/bin/busybox; do
+		[ -x "$bb" ] || continue
+		if command -v readelf >/dev/null &&
+		   LC_ALL=C readelf -l "$bb" 2>/dev/null | grep -q 'program interpreter'; then
+			continue	# dynamic: useless in an initramfs
+		fi
+		echo "$bb"
+		return 0
+	done
+	return 1
+}
+
+# vm_initramfs VER [-m MODULE]... [-f SRC:DST]... [-i INIT] [-s STAGE2] [-n NAME]
+#
+# Print the path of an uncompressed initramfs for kernel VER, building it
+# under $(vm_cache_dir) if no cached copy matches. Contents:
+#   /init              INIT (default tools/vm/init)
+#   /stage2            STAGE2 (default tools/vm/stage2), "" for none
+#   /bin/busybox       static busybox
+#   /modules/order     "FILE ARGS" lines: VM_BOOT_MODULES + each -m, with
+#                      dependencies, decompressed into /modules/
+#   /extra/DST         each -f SRC:DST
+# The cache key covers all of the above, so editing a script rebuilds.
+vm_initramfs() {
+	local ver=$1
+	shift
+	local init=$VM_LIB_DIR/init stage2=$VM_LIB_DIR/stage2 name=initramfs
+	local mods=$VM_BOOT_MODULES files=() opt OPTIND=1
+
+	while getopts "m:f:i:s:n:" opt; do
+		case $opt in
+		m) mods="$mods $OPTARG" ;;
+		f) files+=("$OPTARG") ;;
+		i) init=$OPTARG ;;
+		s) stage2=$OPTARG ;;
+		n) name=$OPTARG ;;
+		*) return 2 ;;
+		esac
+	done
+
+	local bb modlist cache key out tmp f src dst n ko args
+	bb=$(vm_busybox) || { vm_msg "no static busybox (install busybox-static)"; return 1; }
+	# shellcheck disable=SC2086
+	modlist=$(vm_module_list "$ver" $mods) ||
+		{ vm_msg "cannot resolve modules for $ver: $mods"; return 1; }
+
+	key=$({
+		echo "format $VM_INITRAMFS_FORMAT $ver"
+		cat "$init"
+		[ -z "$stage2" ] || cat "$stage2"
+		ls -lL "$bb"
+		while read -r _ ko _; do
+			[ -n "$ko" ] && ls -lL "$ko"
+		done <<<"$modlist"
+		echo "$modlist"
+		for f in "${files[@]}"; do
+			echo "file ${f#*:}"
+			cat "${f%%:*}"
+		done
+	} | sha256sum | cut -c1-16) || return 1
+
+	cache=$(vm_cache_dir)
+	out=$cache/$name-$ver-$key.cpio
+	if [ -s "$out" ]; then
+		echo "$out"
+		return 0
+	fi
+
+	mkdir -p "$cache" || return 1
+	# Entries not used for two weeks are stale (old kernels, old scripts).
+	find "$cache" -maxdepth 1 -name '*.cpio' -mtime +14 -delete 2>/dev/null
+	tmp=$(mktemp -d "$cache/build.XXXXXX") || return 1
+	(
+		set -e
+		cd "$tmp"
+		mkdir -p root/bin root/dev root/proc root/sys root/newroot root/modules
+		cp "$bb" root/bin/busybox
+		cp "$init" root/init
+		chmod 755 root/init
+		if [ -n "$stage2" ]; then
+			cp "$stage2" root/stage2
+			chmod 755 root/stage2
+		fi
+		n=10
+		: >root/modules/order
+		while read -r _ ko args; do
+			[ -n "$ko" ] || continue
+			f=$n-$(basename "${ko%%.ko*}").ko
+			vm_unpack_module "$ko" "root/modules/$f"
+			echo "$f $args" >>root/modules/order
+			n=$((n + 1))
+		done <<<"$modlist"
+		for f in "${files[@]}"; do
+			src=${f%%:*}
+			dst=root/extra/${f#*:}
+			mkdir -p "$(dirname "$dst")"
+			cp -L "$src" "$dst"
+		done
+		# The kernel's built-in cpio usually has it; be sure anyway.
+		mknod -m 600 root/dev/console c 5 1 2>/dev/null || true
+		cd root
+		find . | LC_ALL=C sort | cpio -o -H newc -R 0:0 --quiet >../out.cpio
+	) || { rm -rf "$tmp"; vm_msg "building initramfs for $ver failed"; return 1; }
+	mv -f "$tmp/out.cpio" "$out"
+	rm -rf "$tmp"
+	echo "$out"
+}
+
+# vm_qemu_cmd: set the array VM_QEMU to a qemu command line. Inputs:
+#   VM_KVER          kernel version (required)
+#   VM_INITRD        initramfs path (required)
+#   VM_CONSOLE       file receiving ttyS0 (required)
+#   VM_ACCEL         tcg (default) or kvm
+#   VM_CPU           default: max for tcg, host for kvm
+#   VM_SMP, VM_MEM   default 2, 2048 (MiB)
+#   VM_APPEND        extra kernel command line
+#   VM_SHARES        array of "TAG=DIR" or "TAG=DIR:ro" 9p exports, in
+#                    addition to the read-only root ("hostroot")
+#   VM_QEMU_EXTRA    array of extra qemu arguments
+# The VM gets no network card and no display; ttyS0 is the kernel console.
+vm_qemu_cmd() {
+	local accel=${VM_ACCEL:-tcg} cpu=${VM_CPU:-} s tag dir ro
+
+	case $accel in
+	tcg) VM_QEMU=(-accel tcg,thread=multi); cpu=${cpu:-max} ;;
+	kvm) VM_QEMU=(-accel kvm); cpu=${cpu:-host} ;;
+	*) vm_msg "unknown accelerator '$accel' (tcg or kvm)"; return 1 ;;
+	esac
+	VM_QEMU=(qemu-system-x86_64 -nodefaults -no-user-config -no-reboot
+		-display none -monitor none "${VM_QEMU[@]}"
+		-cpu "$cpu" -smp "${VM_SMP:-2}" -m "${VM_MEM:-2048}"
+		-kernel "/boot/vmlinuz-$VM_KVER" -initrd "$VM_INITRD"
+		-append "console=ttyS0 quiet panic=-1 ${VM_APPEND:-}"
+		-chardev "file,id=con0,path=$VM_CONSOLE,append=on"
+		-serial chardev:con0
+		-virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap)
+	for s in "${VM_SHARES[@]}"; do
+		tag=${s%%=*}
+		dir=${s#*=}
+		ro=
+		case $dir in
+		*:ro) dir=${dir%:ro}; ro=,readonly=on ;;
+		esac
+		case $dir in
+		*,*) vm_msg "9p share path must not contain ',': $dir"; return 1 ;;
+		esac
+		VM_QEMU+=(-virtfs "local,path=$dir,mount_tag=$tag,security_model=none,multidevs=remap$ro")
+	done
+	VM_QEMU+=("${VM_QEMU_EXTRA[@]}")
+}

@@ -1,0 +1,30 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The hgclock tool's subcommands: one file each, each parsing its own
+ * options and returning an exit status (enum hgclock_exit).
+ */
+#ifndef HGCLOCK_CMD_H
+#define HGCLOCK_CMD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct hgclock_cmd {
+	const char *name;
+	int (*fn)(int argc, char **argv);
+	const char *summary;
+};
+
+int cmd_info(int argc, char **argv);
+int cmd_now(int argc, char **argv);
+
+/* util.c */
+extern const char *hgclock_prog;
+/* Prints "hgclock: <msg>" to stderr. */
+void hg_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Parses a decimal unsigned integer <= @max; false on any junk. */
+bool parse_u64(const char *s, uint64_t max, uint64_t *out);
+/* Opens the device or explains why not; returns fd or -(exit status). */
+int hg_open_device(void);
+
+#endif /* HGCLOCK_CMD_H */

@@ -1,0 +1,110 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * hgclock info [--json]: what the module reports about this kernel's clocks.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cmd.h"
+#include "json.h"
+#include "libhgclock.h"
+
+static void info_usage(FILE *out)
+{
+	fprintf(out, "usage: hgclock info [--json]\n"
+		"Shows the ABI, CPUs, TSC frequency and stability, clocksource and role.\n");
+}
+
+static void info_json(const struct hgclock_info *info)
+{
+	struct json_writer w;
+	char flags[256];
+
+	json_init(&w, stdout, true);
+	json_begin_object(&w, NULL);
+	json_u64(&w, "abi_major", info->abi_major);
+	json_u64(&w, "abi_minor", info->abi_minor);
+	json_u64(&w, "features", info->features);
+	json_u64(&w, "nr_cpu_ids", info->nr_cpu_ids);
+	json_u64(&w, "nr_online_cpus", info->nr_online_cpus);
+	json_u64(&w, "tsc_khz", info->tsc_khz);
+	json_u64(&w, "clock_flags", info->clock_flags);
+	json_string(&w, "clock_flag_names",
+		    hgclock_clock_flags_str(info->clock_flags, flags, sizeof(flags)));
+	json_string(&w, "role", hgclock_role_name(info->role));
+	json_string(&w, "clocksource", info->clocksource);
+	json_string(&w, "hypervisor", info->hypervisor);
+	json_u64(&w, "ring_size", info->ring_size);
+	json_u64(&w, "snapshot_period_ns", info->snapshot_period_ns);
+	json_end_object(&w);
+	json_finish(&w);
+}
+
+static void info_text(const struct hgclock_info *info)
+{
+	char flags[256];
+
+	printf("abi:            %u.%u\n", info->abi_major, info->abi_minor);
+	printf("features:       0x%llx\n", (unsigned long long)info->features);
+	printf("cpus:           %u online, %u possible\n",
+	       info->nr_online_cpus, info->nr_cpu_ids);
+	printf("tsc_khz:        %u\n", info->tsc_khz);
+	printf("clock flags:    %s\n",
+	       hgclock_clock_flags_str(info->clock_flags, flags, sizeof(flags)));
+	printf("clocksource:    %s\n", info->clocksource[0] ? info->clocksource : "(unknown)");
+	printf("hypervisor:     %s\n", info->hypervisor[0] ? info->hypervisor : "(none)");
+	printf("role:           %s\n", hgclock_role_name(info->role));
+}
+
+int cmd_info(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct hgclock_info info;
+	bool json = false;
+	int c, fd, ret;
+
+	while ((c = getopt_long(argc, argv, "jh", opts, NULL)) != -1) {
+		switch (c) {
+		case 'j':
+			json = true;
+			break;
+		case 'h':
+			info_usage(stdout);
+			return HGCLOCK_EXIT_OK;
+		default:
+			info_usage(stderr);
+			return HGCLOCK_EXIT_USAGE;
+		}
+	}
+	if (optind != argc) {
+		info_usage(stderr);
+		return HGCLOCK_EXIT_USAGE;
+	}
+
+	fd = hg_open_device();
+	if (fd < 0)
+		return -fd;
+	ret = hgclock_get_info(fd, &info);
+	close(fd);
+	if (ret == -EPROTO) {
+		hg_err("module ABI %u.%u, this tool speaks %u.x",
+		       info.abi_major, info.abi_minor, HGCLOCK_ABI_MAJOR);
+		return HGCLOCK_EXIT_ABI;
+	}
+	if (ret) {
+		hg_err("GET_INFO failed: %s", strerror(-ret));
+		return HGCLOCK_EXIT_FAILURE;
+	}
+	if (json)
+		info_json(&info);
+	else
+		info_text(&info);
+	return HGCLOCK_EXIT_OK;
+}

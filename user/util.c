@@ -1,0 +1,50 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Helpers shared by the subcommands.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cmd.h"
+#include "libhgclock.h"
+
+const char *hgclock_prog = "hgclock";
+
+void hg_err(const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "%s: ", hgclock_prog);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+bool parse_u64(const char *s, uint64_t max, uint64_t *out)
+{
+	unsigned long long v;
+	char *end;
+
+	if (!s || *s < '0' || *s > '9')
+		return false;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || *end || v > max)
+		return false;
+	*out = v;
+	return true;
+}
+
+int hg_open_device(void)
+{
+	int fd = hgclock_open(NULL);
+
+	if (fd < 0) {
+		hg_err("%s", hgclock_open_hint(fd));
+		return -(int)hgclock_open_exit(fd);
+	}
+	return fd;
+}
