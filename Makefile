@@ -27,7 +27,9 @@ TOOL := $(BUILD)/user/hgclock
 
 KSFT_DIR := $(BUILD)/ksft
 KSFT_HDR := $(KSFT_DIR)/kselftest_harness.h
-SELFTEST_CFLAGS := $(USER_CFLAGS) -I$(KSFT_DIR) -Wno-unused-parameter
+SELFTEST_CFLAGS := -O2 -g -std=gnu11 -Wall -Werror -D_GNU_SOURCE -Iinclude/uapi -Iuser -I$(KSFT_DIR)
+TRACEFS_CFLAGS := $(shell pkg-config --cflags libtracefs 2>/dev/null)
+TRACEFS_LIBS := $(shell pkg-config --libs libtracefs 2>/dev/null || echo -ltracefs -ltraceevent)
 
 SELFTESTS := $(BUILD)/selftests/hgclock_test
 UNIT_TESTS := $(BUILD)/unit/test_json $(BUILD)/unit/test_lib
@@ -60,7 +62,7 @@ selftests: $(SELFTESTS) $(UNIT_TESTS) $(BENCHES)
 
 $(BUILD)/selftests/%: selftests/%.c $(KSFT_HDR) $(LIB) include/uapi/linux/hgclock.h
 	@mkdir -p $(dir $@)
-	$(CC) $(SELFTEST_CFLAGS) -o $@ $< $(LIB) -lpthread
+	$(CC) $(SELFTEST_CFLAGS) $(TRACEFS_CFLAGS) -o $@ $< $(LIB) $(TRACEFS_LIBS) -lpthread
 
 $(BUILD)/unit/test_json: selftests/unit/test_json.c user/json.c $(KSFT_HDR)
 	@mkdir -p $(dir $@)
@@ -68,7 +70,7 @@ $(BUILD)/unit/test_json: selftests/unit/test_json.c user/json.c $(KSFT_HDR)
 
 $(BUILD)/unit/test_lib: selftests/unit/test_lib.c $(LIB) $(KSFT_HDR)
 	@mkdir -p $(dir $@)
-	$(CC) $(SELFTEST_CFLAGS) -o $@ selftests/unit/test_lib.c $(LIB)
+	$(CC) $(SELFTEST_CFLAGS) -o $@ selftests/unit/test_lib.c user/util.c $(LIB)
 
 $(BUILD)/bench/%: tools/bench/%.c $(LIB)
 	@mkdir -p $(dir $@)

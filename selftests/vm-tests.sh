@@ -1,0 +1,80 @@
+#!/bin/bash
+# Runs inside a VM (tools/vm/run), as root: loads hgclock.ko, runs the
+# kselftests and the tool's smoke tests against it, unloads it, and checks
+# the kernel log.  Prints TAP lines; exits non-zero if any failed.
+#
+#   selftests/vm-tests.sh BUILD_DIR KO
+set -u
+build=${1:?usage: vm-tests.sh BUILD_DIR KO}
+ko=${2:?usage: vm-tests.sh BUILD_DIR KO}
+tool="$build/user/hgclock"
+n=0
+failed=0
+
+tap() {	# tap ok|not-ok|skip NAME [REASON]
+	n=$((n + 1))
+	case $1 in
+	ok) echo "ok $n vm.$2" ;;
+	skip) echo "ok $n vm.$2 # SKIP ${3:-}" ;;
+	*) echo "not ok $n vm.$2${3:+ # $3}"; failed=$((failed + 1)) ;;
+	esac
+}
+
+check() {	# check NAME COMMAND...: ok when COMMAND succeeds
+	local name=$1
+	shift
+	if "$@"; then tap ok "$name"; else tap not-ok "$name"; fi
+}
+
+echo "# kernel $(uname -r), cmdline: $(cat /proc/cmdline)"
+dmesg -C 2>/dev/null
+
+if ! insmod "$ko"; then
+	tap not-ok insmod "insmod $ko failed"
+	exit 1
+fi
+tap ok insmod
+check device_node test -c /dev/hgclock
+check device_mode_0600 sh -c '[ "$(stat -c %a /dev/hgclock)" = 600 ]'
+
+# The kselftests (their own TAP stream).
+"$build/selftests/hgclock_test"
+rc=$?
+[ $rc -eq 0 ] || failed=$((failed + 1))
+
+# The tool against the live module.
+check tool_info "$tool" info
+check tool_info_json sh -c "'$tool' info --json | grep -q '\"abi_major\": 1'"
+ncpu=$(nproc)
+check tool_now_all_cpus sh -c "[ \$('$tool' now --all-cpus --json | grep -c '\"cpu\":') -eq $ncpu ]"
+check tool_now_cpu0 sh -c "'$tool' now --cpu 0 --json | grep -q '\"cpu\": 0'"
+check tool_now_bad_cpu sh -c "'$tool' now --cpu 4096 2>/dev/null; [ \$? -eq 1 ]"
+check tool_now_usage sh -c "'$tool' now --bogus 2>/dev/null; [ \$? -eq 2 ]"
+
+# Unloading while the device is open is refused; closed, it succeeds.
+exec 3</dev/hgclock
+if rmmod hgclock 2>/dev/null; then
+	tap not-ok unload_refused_while_open "rmmod succeeded with /dev/hgclock open"
+	exec 3<&-
+	insmod "$ko" || exit 1
+else
+	tap ok unload_refused_while_open
+	exec 3<&-
+fi
+check rmmod rmmod hgclock
+check device_gone test ! -e /dev/hgclock
+check tool_without_module sh -c "'$tool' info 2>/dev/null; [ \$? -eq 3 ]"
+
+# Load and unload once more: no state left behind.
+check reload sh -c "insmod '$ko' && '$tool' now >/dev/null && rmmod hgclock"
+
+errs=$(dmesg | grep -E 'WARNING:|BUG:|Oops|general protection|lockdep|KASAN|UBSAN|kmemleak|Call Trace' |
+       grep -vE 'taints kernel|module verification failed')
+if [ -z "$errs" ]; then
+	tap ok dmesg_clean
+else
+	tap not-ok dmesg_clean "kernel log has errors"
+	echo "$errs" | sed 's/^/# /'
+fi
+dmesg | grep hgclock | sed 's/^/# dmesg: /'
+[ $failed -eq 0 ]

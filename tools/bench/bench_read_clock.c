@@ -1,0 +1,103 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Benchmark: cost of HGCLOCK_IOC_READ_CLOCK against a null ioctl on the
+ * same device (HGCLOCK_IOC_NOP) and against clock_gettime(CLOCK_MONOTONIC)
+ * (vDSO).  Rounds interleave the three so that drift in the machine's speed
+ * hits all alike; the median round is reported.  Under TCG absolute times
+ * mean little: the ratios are the result.
+ *
+ * Prints "BENCH <name> <value> <unit>" lines.
+ */
+#include <errno.h>
+#include <sched.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "libhgclock.h"
+
+#define ROUNDS 15
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof(*v), cmp_double);
+	return v[n / 2];
+}
+
+int main(int argc, char **argv)
+{
+	double nop[ROUNDS], rd[ROUNDS], cg[ROUNDS];
+	struct hgclock_read_clock req;
+	long iters = argc > 1 ? atol(argv[1]) : 20000;
+	struct timespec ts;
+	cpu_set_t set;
+	uint64_t t0;
+	int fd, r;
+	long i;
+
+	CPU_ZERO(&set);
+	CPU_SET(0, &set);
+	sched_setaffinity(0, sizeof(set), &set);
+
+	fd = hgclock_open(NULL);
+	if (fd < 0) {
+		fprintf(stderr, "bench_read_clock: %s\n", hgclock_open_hint(fd));
+		return HGCLOCK_EXIT_NO_DEVICE;
+	}
+	memset(&req, 0, sizeof(req));
+	req.size = sizeof(req);
+
+	for (r = 0; r < ROUNDS; r++) {
+		t0 = now_ns();
+		for (i = 0; i < iters; i++)
+			if (ioctl(fd, HGCLOCK_IOC_NOP))
+				return 1;
+		nop[r] = (double)(now_ns() - t0) / (double)iters;
+
+		t0 = now_ns();
+		for (i = 0; i < iters; i++)
+			if (ioctl(fd, HGCLOCK_IOC_READ_CLOCK, &req))
+				return 1;
+		rd[r] = (double)(now_ns() - t0) / (double)iters;
+
+		t0 = now_ns();
+		for (i = 0; i < iters; i++)
+			clock_gettime(CLOCK_MONOTONIC, &ts);
+		cg[r] = (double)(now_ns() - t0) / (double)iters;
+	}
+	/* Ratios per round first, so each compares costs measured together. */
+	{
+		double ratio_nop[ROUNDS], ratio_cg[ROUNDS];
+
+		for (r = 0; r < ROUNDS; r++) {
+			ratio_nop[r] = rd[r] / nop[r];
+			ratio_cg[r] = rd[r] / cg[r];
+		}
+		printf("BENCH read_clock_ioctl %.1f ns\n", median(rd, ROUNDS));
+		printf("BENCH nop_ioctl %.1f ns\n", median(nop, ROUNDS));
+		printf("BENCH clock_gettime_mono %.1f ns\n", median(cg, ROUNDS));
+		printf("BENCH read_clock_vs_nop_ioctl %.3f ratio\n", median(ratio_nop, ROUNDS));
+		printf("BENCH read_clock_vs_clock_gettime %.3f ratio\n", median(ratio_cg, ROUNDS));
+	}
+	close(fd);
+	return 0;
+}

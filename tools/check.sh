@@ -1,0 +1,112 @@
+#!/bin/bash
+# make check: installs what is missing, builds everything, runs the unit
+# tests here and the kernel tests in VMs on every target kernel, and ends
+# with one line "N passed, N failed, N skipped".
+#
+# Environment:
+#   HGCLOCK_KERNELS   kernel series to test (default "6.1 6.12"); each is
+#                     resolved to the newest installed version
+#   HGCLOCK_TSC_MODES "default reliable": boot each kernel as it comes
+#                     (TCG: TSC marked unstable) and with tsc=reliable
+#   HGCLOCK_VM_ACCEL  tcg (default) or kvm, passed to tools/vm/run
+set -u -o pipefail
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top"
+build=${BUILD:-build}
+log_dir="$build/check"
+mkdir -p "$log_dir"
+tap_log="$log_dir/tap.log"
+: >"$tap_log"
+start=$(date +%s)
+
+note() { echo "== $*"; }
+
+# A line of TAP of our own, for steps that are not test programs.
+n_own=0
+own() {	# own ok|not-ok|skip NAME [REASON]
+	n_own=$((n_own + 1))
+	case $1 in
+	ok) echo "ok $n_own check.$2" ;;
+	skip) echo "ok $n_own check.$2 # SKIP ${3:-}" ;;
+	*) echo "not ok $n_own check.$2${3:+ # $3}" ;;
+	esac | tee -a "$tap_log"
+}
+
+if [ "$(id -u)" = 0 ]; then
+	tools/deps.sh || { own not-ok deps "tools/deps.sh failed"; }
+else
+	note "not root: not installing packages (tools/deps.sh needs root)"
+fi
+
+note "build: user tool, unit tests, selftests"
+if make -s user selftests >"$log_dir/build.log" 2>&1; then
+	own ok build_user
+else
+	cat "$log_dir/build.log"
+	own not-ok build_user "make user selftests failed"
+fi
+if make -s headers-check >>"$log_dir/build.log" 2>&1; then
+	own ok uapi_header_c90
+else
+	own not-ok uapi_header_c90
+fi
+
+note "unit tests"
+for t in "$build"/unit/*; do
+	[ -x "$t" ] || continue
+	"$t" 2>&1 | tee -a "$tap_log"
+done
+
+# kernel series -> newest installed version (never hard-coded)
+resolve_kernel() {
+	ls /boot/vmlinuz-"$1".* /boot/vmlinuz-"$1"-* 2>/dev/null |
+		sed 's|^/boot/vmlinuz-||' | grep -v -- '-rt-' | sort -uV | tail -n 1
+}
+
+for series in ${HGCLOCK_KERNELS:-6.1 6.12}; do
+	kver=$(resolve_kernel "$series")
+	if [ -z "$kver" ]; then
+		own skip "kernel_$series" "no installed $series kernel"
+		continue
+	fi
+	kdir="/usr/src/linux-headers-$kver"
+	note "module for $kver"
+	if ko=$(tools/build-module.sh "$kdir" "$build/module" | tail -n 1) && [ -f "$ko" ]; then
+		own ok "module_build_w1_$series"
+	else
+		own not-ok "module_build_w1_$series"
+		continue
+	fi
+	for mode in ${HGCLOCK_TSC_MODES:-default reliable}; do
+		append=""
+		[ "$mode" = reliable ] && append="tsc=reliable"
+		name="vm_${series}_tsc_${mode}"
+		note "VM $kver ($mode TSC): kselftests"
+		for attempt in 1 2; do
+			tools/vm/run --kernel "$kver" ${append:+--append "$append"} \
+				--timeout 900 -- \
+				"selftests/vm-tests.sh '$build' '$ko'" \
+				>"$log_dir/$name.out" 2>&1
+			rc=$?
+			# 125: the VM never reached the command (infrastructure);
+			# retry once, then report it as such.
+			[ $rc -eq 125 ] && [ $attempt -eq 1 ] && { note "VM did not start, retrying"; continue; }
+			break
+		done
+		sed "s/^\(\(not \)\?ok [0-9]*\) /\1 $name: /" "$log_dir/$name.out" | tee -a "$tap_log"
+		case $rc in
+		0) own ok "$name" ;;
+		124) own not-ok "$name" "VM timed out" ;;
+		125) own not-ok "$name" "infrastructure: VM never reached the tests" ;;
+		*) own not-ok "$name" "exit status $rc" ;;
+		esac
+	done
+done
+
+passed=$(grep -E '^ok [0-9]+' "$tap_log" | grep -vc '# SKIP')
+skipped=$(grep -E '^ok [0-9]+' "$tap_log" | grep -c '# SKIP')
+failed=$(grep -cE '^not ok [0-9]+' "$tap_log")
+echo "== make check took $(( $(date +%s) - start )) s; TAP log: $tap_log"
+echo "$passed passed, $failed failed, $skipped skipped"
+[ "$failed" -eq 0 ]
