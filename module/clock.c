@@ -251,7 +251,16 @@ long hgclock_ioctl_get_info(void __user *uarg)
 	info.nr_cpu_ids = nr_cpu_ids;
 	info.nr_online_cpus = num_online_cpus();
 	info.tsc_khz = tsc_khz;
-	info.features = HGCLOCK_FEAT_READ_CLOCK | HGCLOCK_FEAT_READ_ALL_CPUS;
+	info.features = HGCLOCK_FEAT_READ_CLOCK | HGCLOCK_FEAT_READ_ALL_CPUS |
+			HGCLOCK_FEAT_RING;
+	if (hgclock_conv_source() != HGCLOCK_SRC_NONE)
+		info.features |= HGCLOCK_FEAT_USER_CLOCK;
+	if (hgclock_conv_source() == HGCLOCK_SRC_PVCLOCK)
+		info.clock_flags |= HGCLOCK_CLK_PVCLOCK_SCHED_CLOCK;
+	else if (hgclock_conv_source() != HGCLOCK_SRC_NONE)
+		info.clock_flags |= HGCLOCK_CLK_NATIVE_SCHED_CLOCK;
+	hgclock_ring_fill_info(&info);
+	info.snapshot_period_ns = hgclock_snapshot_period();
 
 	if (check_tsc_unstable())
 		info.clock_flags |= HGCLOCK_CLK_TSC_UNSTABLE;

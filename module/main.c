@@ -26,13 +26,28 @@ static long hgclock_ioctl(struct file *file, unsigned int cmd,
 		return hgclock_ioctl_read_clock(uarg);
 	case HGCLOCK_IOC_NOP:
 		return 0;
+	case HGCLOCK_IOC_RING_CONFIG:
+		return hgclock_ioctl_ring_config(uarg);
+	case HGCLOCK_IOC_SNAPSHOT:
+		return hgclock_ioctl_snapshot(uarg);
+	case HGCLOCK_IOC_PRODUCE:
+		return hgclock_ioctl_produce(uarg);
 	default:
 		return -ENOTTY;
 	}
 }
 
+static int hgclock_release(struct inode *inode, struct file *file)
+{
+	hgclock_ring_release(file);
+	return 0;
+}
+
 static const struct file_operations hgclock_fops = {
 	.owner		= THIS_MODULE,
+	.release	= hgclock_release,
+	.mmap		= hgclock_mmap,
+	.poll		= hgclock_poll,
 	.unlocked_ioctl	= hgclock_ioctl,
 	.compat_ioctl	= compat_ptr_ioctl,
 	.llseek		= noop_llseek,
@@ -53,19 +68,39 @@ static int __init hgclock_init(void)
 	ret = hgclock_ksym_init();
 	if (ret)
 		return ret;
+	hgclock_conv_init();
 
+	/* The ring before its producers, the device after both. */
+	ret = hgclock_ring_init();
+	if (ret)
+		return ret;
+	ret = hgclock_snapshot_init();
+	if (ret)
+		goto err_ring;
 	ret = misc_register(&hgclock_misc);
 	if (ret) {
 		pr_err("cannot register /dev/%s: %d\n", HGCLOCK_DEVICE_NAME, ret);
-		return ret;
+		goto err_snapshot;
 	}
 	pr_info("ABI %u.%u loaded\n", HGCLOCK_ABI_MAJOR, HGCLOCK_ABI_MINOR);
 	return 0;
+
+err_snapshot:
+	hgclock_snapshot_exit();
+err_ring:
+	hgclock_ring_exit();
+	return ret;
 }
 
+/*
+ * No file is open (each pins the module), so no ioctl or mapping is in
+ * flight: stop the producers, then free what they wrote to.
+ */
 static void __exit hgclock_exit(void)
 {
 	misc_deregister(&hgclock_misc);
+	hgclock_snapshot_exit();
+	hgclock_ring_exit();
 }
 
 module_init(hgclock_init);

@@ -17,7 +17,11 @@ if [ -z "$kdir" ] || [ ! -f "$kdir/Makefile" ]; then
 	echo "build-module: no kernel build tree '${kdir}': install linux-headers (tools/deps.sh) or pass KDIR=" >&2
 	exit 1
 fi
-kver=$(make -s -C "$kdir" kernelrelease 2>/dev/null || basename "$kdir" | sed 's/^linux-headers-//')
+# Debian's header trees are named after the release they belong to.
+case $(basename "$kdir") in
+linux-headers-*) kver=$(basename "$kdir" | sed 's/^linux-headers-//') ;;
+*) kver=$(make -s -C "$kdir" kernelrelease 2>/dev/null || basename "$kdir") ;;
+esac
 dest="$outdir/$kver"
 mkdir -p "$dest"
 dest=$(cd "$dest" && pwd)

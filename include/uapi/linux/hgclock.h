@@ -152,6 +152,284 @@ struct hgclock_read_clock {
 };
 
 /*
+ * Ring buffer and records.  See Documentation/ring.rst.
+ *
+ * mmap(fd, offset HGCLOCK_MMAP_RING_OFFSET, length meta_size + nr_cpus *
+ * ring_size, PROT_READ, MAP_SHARED) maps the meta area followed by one data
+ * area per possible CPU.  It is read-only: PROT_WRITE, PROT_EXEC and
+ * MAP_PRIVATE are refused.  The consumer positions live in a separate,
+ * writable mapping at HGCLOCK_MMAP_CONSUMER_OFFSET (consumer_size bytes),
+ * which one open file at a time may hold.
+ */
+#define HGCLOCK_MMAP_RING_OFFSET	0ULL
+#define HGCLOCK_MMAP_CONSUMER_OFFSET	(1ULL << 40)
+
+#define HGCLOCK_META_MAGIC	0x48474331U	/* "HGC1" */
+
+/* hgclock_conversion.flags */
+#define HGCLOCK_CONV_VALID		(1U << 0) /* the fields below mean something */
+#define HGCLOCK_CONV_EXACT		(1U << 1) /* reproduces sched_clock to the ns */
+#define HGCLOCK_CONV_DERIVED		(1U << 2) /* fitted: error within bound_ns */
+#define HGCLOCK_CONV_PVCLOCK		(1U << 3) /* sched_clock is kvm-clock */
+#define HGCLOCK_CONV_LOCAL_OFFSET	(1U << 4) /* local_offset_ns is valid */
+#define HGCLOCK_CONV_SCHED_CLOCK_STABLE	(1U << 5) /* sched_clock_stable() held */
+
+/**
+ * struct hgclock_conversion - TSC to sched_clock on one CPU
+ * @tsc_base: TSC value the delta is taken from.
+ * @offset_ns: sched_clock at @tsc_base, minus nothing: see formula.
+ * @mult: multiplier.
+ * @shift: right shift applied to the 96-bit product.
+ * @pre_shift: shift applied to the TSC delta before multiplying: left if
+ *	positive, right if negative (kvm-clock's tsc_shift), else 0.
+ * @flags: HGCLOCK_CONV_*.
+ * @local_offset_ns: with HGCLOCK_CONV_LOCAL_OFFSET, local_clock() minus
+ *	sched_clock() (constant while sched_clock is stable).
+ * @bound_ns: with HGCLOCK_CONV_DERIVED, the largest error of the formula
+ *	against sched_clock(); 0 when exact.
+ *
+ * For a TSC value tsc read on this CPU:
+ *
+ *	delta = tsc - tsc_base                       (mod 2^64)
+ *	delta = pre_shift >= 0 ? delta << pre_shift : delta >> -pre_shift
+ *	sched_clock_ns = offset_ns + (u64)(((u128)delta * mult) >> shift)
+ *	local_clock_ns = sched_clock_ns + local_offset_ns
+ *
+ * Native TSC sched_clock (cyc2ns): tsc_base 0, pre_shift 0.  kvm-clock:
+ * tsc_base is pvclock's tsc_timestamp, pre_shift its tsc_shift, shift 32.
+ */
+struct hgclock_conversion {
+	__u64 tsc_base;
+	__u64 offset_ns;
+	__u32 mult;
+	__u32 shift;
+	__s32 pre_shift;
+	__u32 flags;
+	__u64 local_offset_ns;
+	__u64 bound_ns;
+};
+
+/**
+ * struct hgclock_meta_cpu - one CPU's slot in the meta area (72 bytes)
+ * @head: producer position in bytes, free running.  The kernel publishes
+ *	it with a release store after the records before it are written;
+ *	read it with an acquire load.
+ * @lost: records this CPU's ring could not take, since the ring was set
+ *	up.  Each loss is also reported in the stream by a LOST record.
+ * @conv_seq: sequence count of @conv: odd while the kernel rewrites it.
+ *	Read it (acquire), copy @conv, read it again: retry if it changed or
+ *	was odd.
+ * @online: 1 while the CPU is online.
+ * @conv: the CPU's current conversion.
+ */
+struct hgclock_meta_cpu {
+	__u64 head;
+	__u64 lost;
+	__u32 conv_seq;
+	__u32 online;
+	struct hgclock_conversion conv;
+};
+
+/**
+ * struct hgclock_meta - start of the mapping, written by the kernel only
+ * @magic: HGCLOCK_META_MAGIC.
+ * @abi_major: HGCLOCK_ABI_MAJOR.
+ * @abi_minor: HGCLOCK_ABI_MINOR.
+ * @meta_size: bytes of the meta area, a multiple of the page size; the
+ *	first CPU's data area starts here.
+ * @header_size: sizeof(struct hgclock_meta): the CPU slots start here.
+ * @cpu_slot_size: sizeof(struct hgclock_meta_cpu).
+ * @nr_cpus: number of CPU slots and data areas (nr_cpu_ids).
+ * @ring_size: bytes of each CPU's data area, a power of two.
+ * @consumer_size: length of the consumer mapping.
+ * @tsc_khz: the kernel's TSC frequency.
+ * @reserved0: zero.
+ * @reserved: zero.
+ *
+ * CPU n's data area is at meta_size + n * ring_size in the mapping.
+ */
+struct hgclock_meta {
+	__u32 magic;
+	__u16 abi_major;
+	__u16 abi_minor;
+	__u32 meta_size;
+	__u32 header_size;
+	__u32 cpu_slot_size;
+	__u32 nr_cpus;
+	__u64 ring_size;
+	__u64 consumer_size;
+	__u32 tsc_khz;
+	__u32 reserved0;
+	__u64 reserved[10];
+};
+
+/**
+ * struct hgclock_consumer - the writable consumer mapping
+ * @tail: per CPU, the consumer's position: every byte before it has been
+ *	read and may be overwritten.  Written by user space only, with a
+ *	release store after it is done reading.  The kernel treats it as
+ *	untrusted: a value behind head by more than ring_size, or ahead of
+ *	head, makes the ring count as full.
+ */
+struct hgclock_consumer {
+	__u64 tail[1];	/* nr_cpus entries */
+};
+
+/* Record types */
+#define HGCLOCK_REC_PAD		0	/* skip to the start of the ring */
+#define HGCLOCK_REC_LOST	1	/* struct hgclock_rec_lost */
+#define HGCLOCK_REC_CYC2NS	2	/* struct hgclock_rec_cyc2ns */
+#define HGCLOCK_REC_TEST	3	/* struct hgclock_rec_test */
+/* 16..31: vCPU tracking records (host side). */
+#define HGCLOCK_REC_MAX		31
+
+/**
+ * struct hgclock_rec_header - common to every record (24 bytes)
+ * @type: HGCLOCK_REC_*.
+ * @size: bytes of the whole record, header included, a multiple of 8.
+ *	A PAD record has only @type valid: the rest of the ring up to its
+ *	end is padding, the next record is at the start of the ring.
+ * @cpu: the CPU the record was written on.
+ * @tsc: TSC when the record was written.
+ * @sched_clock_ns: sched_clock() right after @tsc.
+ */
+struct hgclock_rec_header {
+	__u16 type;
+	__u16 size;
+	__u32 cpu;
+	__u64 tsc;
+	__u64 sched_clock_ns;
+};
+
+/**
+ * struct hgclock_rec_lost - records were dropped because the ring was full
+ * @hdr: common header.
+ * @nr_lost: records lost on this CPU since the previous LOST record;
+ *	they belong where this record stands in the stream.
+ * @total_lost: this CPU's lost count so far (hgclock_meta_cpu.lost).
+ */
+struct hgclock_rec_lost {
+	struct hgclock_rec_header hdr;
+	__u64 nr_lost;
+	__u64 total_lost;
+};
+
+/* hgclock_rec_cyc2ns.reason */
+#define HGCLOCK_SNAP_PERIODIC	1
+#define HGCLOCK_SNAP_IOCTL	2
+#define HGCLOCK_SNAP_HOTPLUG	3	/* the CPU came online */
+#define HGCLOCK_SNAP_CHANGED	4	/* the conversion changed */
+#define HGCLOCK_SNAP_START	5	/* module loaded or ring set up */
+
+/**
+ * struct hgclock_rec_cyc2ns - a CPU's clocks and conversion, read together
+ * @hdr: common header; hdr.tsc is read before, @tsc_after after the
+ *	clocks, hdr.sched_clock_ns is trace_clock_local().
+ * @local_clock_ns: trace_clock() (local_clock()), read after
+ *	hdr.sched_clock_ns.
+ * @tsc_after: TSC after both clocks.
+ * @conv: the CPU's conversion at that moment.
+ * @tsc_khz: the kernel's TSC frequency.
+ * @reason: HGCLOCK_SNAP_*.
+ * @seq: count of snapshots taken on this CPU, from 1.
+ */
+struct hgclock_rec_cyc2ns {
+	struct hgclock_rec_header hdr;
+	__u64 local_clock_ns;
+	__u64 tsc_after;
+	struct hgclock_conversion conv;
+	__u32 tsc_khz;
+	__u32 reason;
+	__u64 seq;
+};
+
+/**
+ * struct hgclock_rec_test - written by HGCLOCK_IOC_PRODUCE
+ * @hdr: common header.
+ * @seq: 0, 1, 2, ... within one PRODUCE call.
+ * @check: ~seq, to catch torn records.
+ */
+struct hgclock_rec_test {
+	struct hgclock_rec_header hdr;
+	__u64 seq;
+	__u64 check;
+};
+
+/* hgclock_ring_config.flags: which fields to change */
+#define HGCLOCK_CFG_SET_RING_SIZE	(1U << 0)
+#define HGCLOCK_CFG_SET_WATERMARK	(1U << 1)
+#define HGCLOCK_CFG_SET_PERIOD		(1U << 2)
+#define HGCLOCK_CFG_FLAGS_ALL		0x7U
+
+/**
+ * struct hgclock_ring_config - HGCLOCK_IOC_RING_CONFIG argument
+ * @size: sizeof(struct hgclock_ring_config).
+ * @flags: HGCLOCK_CFG_SET_* for the fields to change; 0 only reads.
+ * @ring_size: bytes per CPU, a power of two from 8 KiB to 64 MiB.
+ *	Changing it empties the rings; EBUSY while the ring is mapped.
+ * @watermark: poll() reports POLLIN once a CPU has this many unread
+ *	bytes (1 .. ring_size); a LOST record also wakes.
+ * @snapshot_period_ns: CYC2NS snapshot period; 0 stops periodic
+ *	snapshots, else at least 1 ms.
+ * @reserved: zero.
+ *
+ * On return every field holds the current value.
+ */
+struct hgclock_ring_config {
+	__u32 size;
+	__u32 flags;
+	__u64 ring_size;
+	__u64 watermark;
+	__u64 snapshot_period_ns;
+	__u64 reserved[4];
+};
+
+/* hgclock_snapshot.flags */
+#define HGCLOCK_SNAPSHOT_ALL_CPUS	(1U << 0)
+
+/**
+ * struct hgclock_snapshot - HGCLOCK_IOC_SNAPSHOT argument
+ * @size: sizeof(struct hgclock_snapshot).
+ * @flags: HGCLOCK_SNAPSHOT_ALL_CPUS, or 0 for @cpu only.
+ * @cpu: the CPU, without HGCLOCK_SNAPSHOT_ALL_CPUS (must be online).
+ * @nr_written: out: snapshots written to the rings.
+ * @reserved: zero.
+ */
+struct hgclock_snapshot {
+	__u32 size;
+	__u32 flags;
+	__u32 cpu;
+	__u32 nr_written;
+	__u64 reserved[2];
+};
+
+/**
+ * struct hgclock_produce - HGCLOCK_IOC_PRODUCE argument (CAP_SYS_ADMIN)
+ * @size: sizeof(struct hgclock_produce).
+ * @cpu: the CPU to produce on (must be online).
+ * @count: TEST records to write, at most 1 << 24.
+ * @nr_written: out: records the ring took.
+ * @nr_lost: out: records the ring could not take.
+ * @produce_ns: out: sched_clock time spent producing, in ns.
+ * @local_clock_ns: out: time for @count bare local_clock() calls on the
+ *	same CPU, measured right after: the benchmark's baseline.
+ * @reserved: zero.
+ *
+ * A test and benchmark aid: writes @count records back to back with
+ * interrupts off, as fast as the producer path allows.
+ */
+struct hgclock_produce {
+	__u32 size;
+	__u32 cpu;
+	__u64 count;
+	__u64 nr_written;
+	__u64 nr_lost;
+	__u64 produce_ns;
+	__u64 local_clock_ns;
+	__u64 reserved[2];
+};
+
+/*
  * ioctl magic 0xC7: not listed in
  * Documentation/userspace-api/ioctl/ioctl-number.rst.
  */
@@ -161,5 +439,8 @@ struct hgclock_read_clock {
 #define HGCLOCK_IOC_READ_CLOCK	_IOWR(HGCLOCK_IOC_MAGIC, 0x01, struct hgclock_read_clock)
 /* Does nothing and returns 0: the baseline for benchmarks. */
 #define HGCLOCK_IOC_NOP		_IO(HGCLOCK_IOC_MAGIC, 0x02)
+#define HGCLOCK_IOC_RING_CONFIG	_IOWR(HGCLOCK_IOC_MAGIC, 0x03, struct hgclock_ring_config)
+#define HGCLOCK_IOC_SNAPSHOT	_IOWR(HGCLOCK_IOC_MAGIC, 0x04, struct hgclock_snapshot)
+#define HGCLOCK_IOC_PRODUCE	_IOWR(HGCLOCK_IOC_MAGIC, 0x05, struct hgclock_produce)
 
 #endif /* _UAPI_LINUX_HGCLOCK_H */

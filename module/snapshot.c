@@ -1,0 +1,254 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * hgclock: CYC2NS snapshots of every CPU's clocks and conversion.
+ *
+ * A snapshot is taken on the CPU it describes, with interrupts off: TSC,
+ * sched_clock, local_clock, TSC, and the conversion (conv.c).  Snapshots
+ * are written to that CPU's ring and the conversion is republished in the
+ * meta area for the zero-syscall clock.  They are taken:
+ *
+ *  - periodically (snapshot_period_ms, default 1 s), from a delayed work
+ *    that IPIs every online CPU;
+ *  - when a CPU comes online (CPU hotplug callback, on that CPU);
+ *  - on demand (HGCLOCK_IOC_SNAPSHOT);
+ *  - and a snapshot whose conversion differs from the published one is
+ *    marked HGCLOCK_SNAP_CHANGED.
+ *
+ * HGCLOCK_IOC_PRODUCE writes test records at full rate: a test and
+ * benchmark aid for the ring.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/cpu.h>
+#include <linux/cpuhotplug.h>
+#include <linux/capability.h>
+#include <linux/module.h>
+#include <linux/sched.h>
+#include <linux/sched/clock.h>
+#include <linux/smp.h>
+#include <linux/trace_clock.h>
+#include <linux/uaccess.h>
+#include <linux/workqueue.h>
+#include <asm/msr.h>
+#include <asm/tsc.h>
+
+#include "hgclock_internal.h"
+
+static_assert(sizeof(struct hgclock_rec_cyc2ns) == 104);
+static_assert(sizeof(struct hgclock_snapshot) == 32);
+static_assert(sizeof(struct hgclock_produce) == 64);
+
+static unsigned int snapshot_period_ms = 1000;
+module_param(snapshot_period_ms, uint, 0444);
+MODULE_PARM_DESC(snapshot_period_ms, "period of CYC2NS snapshots at load, ms (0: off)");
+
+static u64 hg_period_ns;		/* 0: periodic snapshots off */
+static enum cpuhp_state hg_cpuhp_state;
+static bool hg_started;			/* hotplug callbacks after setup */
+
+static void hg_periodic_fn(struct work_struct *work);
+static DECLARE_DELAYED_WORK(hg_periodic_work, hg_periodic_fn);
+
+/* Interrupts disabled, on the CPU described. */
+static void hg_snapshot_this_cpu(u32 reason)
+{
+	struct hgclock_rec_cyc2ns rec;
+	bool changed;
+
+	memset(&rec, 0, sizeof(rec));
+	hgclock_conv_read(&rec.conv);
+	/* Header: type, size, cpu, tsc (before), sched_clock. */
+	hgclock_rec_init(&rec.hdr, HGCLOCK_REC_CYC2NS, sizeof(rec));
+	rec.local_clock_ns = trace_clock();
+	rec.tsc_after = rdtsc_ordered();
+	rec.tsc_khz = tsc_khz;
+
+	hgclock_ring_publish_conv(&rec.conv, &changed);
+	rec.reason = changed ? HGCLOCK_SNAP_CHANGED : reason;
+	rec.seq = hgclock_ring_next_snap_seq();
+	hgclock_ring_write(&rec.hdr);
+}
+
+static void hg_snapshot_ipi(void *info)
+{
+	hg_snapshot_this_cpu((u32)(unsigned long)info);
+}
+
+void hgclock_snapshot_all(u32 reason)
+{
+	on_each_cpu(hg_snapshot_ipi, (void *)(unsigned long)reason, 1);
+}
+
+static void hg_periodic_fn(struct work_struct *work)
+{
+	u64 period = READ_ONCE(hg_period_ns);
+
+	if (!period)
+		return;
+	hgclock_snapshot_all(HGCLOCK_SNAP_PERIODIC);
+	schedule_delayed_work(&hg_periodic_work, nsecs_to_jiffies(period));
+}
+
+void hgclock_snapshot_set_period(u64 period_ns)
+{
+	WRITE_ONCE(hg_period_ns, period_ns);
+	if (period_ns)
+		mod_delayed_work(system_wq, &hg_periodic_work,
+				 nsecs_to_jiffies(period_ns));
+	else
+		cancel_delayed_work(&hg_periodic_work);
+}
+
+u64 hgclock_snapshot_period(void)
+{
+	return READ_ONCE(hg_period_ns);
+}
+
+/* CPU hotplug: runs on @cpu, in its hotplug thread. */
+static int hg_cpu_online(unsigned int cpu)
+{
+	hgclock_ring_set_online(cpu, true);
+	local_irq_disable();
+	hg_snapshot_this_cpu(READ_ONCE(hg_started) ? HGCLOCK_SNAP_HOTPLUG :
+			     HGCLOCK_SNAP_START);
+	local_irq_enable();
+	return 0;
+}
+
+static int hg_cpu_offline(unsigned int cpu)
+{
+	hgclock_ring_set_online(cpu, false);
+	return 0;
+}
+
+long hgclock_ioctl_snapshot(void __user *uarg)
+{
+	struct hgclock_snapshot req;
+	long ret = 0;
+
+	if (copy_from_user(&req, uarg, sizeof(req)))
+		return -EFAULT;
+	if (req.size != sizeof(req) || (req.flags & ~HGCLOCK_SNAPSHOT_ALL_CPUS) ||
+	    req.reserved[0] || req.reserved[1] || req.nr_written)
+		return -EINVAL;
+	if ((req.flags & HGCLOCK_SNAPSHOT_ALL_CPUS) && req.cpu)
+		return -EINVAL;
+
+	cpus_read_lock();
+	if (req.flags & HGCLOCK_SNAPSHOT_ALL_CPUS) {
+		hgclock_snapshot_all(HGCLOCK_SNAP_IOCTL);
+		req.nr_written = num_online_cpus();
+	} else if (req.cpu >= nr_cpu_ids || !cpu_online(req.cpu)) {
+		ret = -EINVAL;
+	} else {
+		smp_call_function_single(req.cpu, hg_snapshot_ipi,
+					 (void *)(unsigned long)HGCLOCK_SNAP_IOCTL, 1);
+		req.nr_written = 1;
+	}
+	cpus_read_unlock();
+	if (!ret && copy_to_user(uarg, &req, sizeof(req)))
+		ret = -EFAULT;
+	return ret;
+}
+
+/*
+ * PRODUCE: runs in a kworker bound to the target CPU (work_on_cpu), in
+ * batches with interrupts off, giving the CPU back between batches.
+ */
+#define HG_PRODUCE_BATCH 256
+
+static long hg_produce_fn(void *arg)
+{
+	struct hgclock_produce *req = arg;
+	struct hgclock_rec_test rec;
+	u64 seq = 0, t0, sink = 0;
+
+	memset(&rec, 0, sizeof(rec));
+	t0 = trace_clock_local();
+	while (seq < req->count) {
+		u64 end = min(req->count, seq + HG_PRODUCE_BATCH);
+
+		local_irq_disable();
+		for (; seq < end; seq++) {
+			hgclock_rec_init(&rec.hdr, HGCLOCK_REC_TEST, sizeof(rec));
+			rec.seq = seq;
+			rec.check = ~seq;
+			if (hgclock_ring_write(&rec.hdr))
+				req->nr_written++;
+			else
+				req->nr_lost++;
+		}
+		local_irq_enable();
+		cond_resched();
+	}
+	req->produce_ns = trace_clock_local() - t0;
+
+	/* Baseline: the same loop shape around a bare local_clock(). */
+	t0 = trace_clock_local();
+	for (seq = 0; seq < req->count; ) {
+		u64 end = min(req->count, seq + HG_PRODUCE_BATCH);
+
+		local_irq_disable();
+		for (; seq < end; seq++)
+			sink += local_clock();
+		local_irq_enable();
+		cond_resched();
+	}
+	req->local_clock_ns = trace_clock_local() - t0;
+	/* Keep the baseline loop from being optimised away. */
+	OPTIMIZER_HIDE_VAR(sink);
+	return 0;
+}
+
+long hgclock_ioctl_produce(void __user *uarg)
+{
+	struct hgclock_produce req;
+	long ret;
+
+	if (!capable(CAP_SYS_ADMIN))
+		return -EPERM;
+	if (copy_from_user(&req, uarg, sizeof(req)))
+		return -EFAULT;
+	if (req.size != sizeof(req) || req.reserved[0] || req.reserved[1] ||
+	    req.nr_written || req.nr_lost || req.produce_ns || req.local_clock_ns)
+		return -EINVAL;
+	if (!req.count || req.count > (1ULL << 24))
+		return -EINVAL;
+
+	cpus_read_lock();
+	if (req.cpu >= nr_cpu_ids || !cpu_online(req.cpu))
+		ret = -EINVAL;
+	else
+		ret = work_on_cpu(req.cpu, hg_produce_fn, &req);
+	cpus_read_unlock();
+	if (ret)
+		return ret;
+	if (copy_to_user(uarg, &req, sizeof(req)))
+		return -EFAULT;
+	return 0;
+}
+
+int hgclock_snapshot_init(void)
+{
+	int ret;
+
+	/*
+	 * Registering runs hg_cpu_online() on every online CPU: the START
+	 * snapshots.  Later calls are real hotplug events.
+	 */
+	ret = cpuhp_setup_state(CPUHP_AP_ONLINE_DYN, "hgclock:online",
+				hg_cpu_online, hg_cpu_offline);
+	if (ret < 0)
+		return ret;
+	hg_cpuhp_state = ret;
+	WRITE_ONCE(hg_started, true);
+	hgclock_snapshot_set_period((u64)snapshot_period_ms * NSEC_PER_MSEC);
+	return 0;
+}
+
+void hgclock_snapshot_exit(void)
+{
+	WRITE_ONCE(hg_period_ns, 0);
+	cancel_delayed_work_sync(&hg_periodic_work);
+	cpuhp_remove_state(hg_cpuhp_state);
+}
