@@ -91,8 +91,9 @@ struct hg_ring {
 	struct hg_kcpu *kcpu;		/* nr_cpu_ids entries */
 	/* Under hg_ring_mutex: */
 	unsigned int nr_ring_maps;
-	unsigned int nr_consumer_maps;
-	struct file *consumer_owner;
+	unsigned int nr_writer_maps;		/* writable consumer mappings */
+	unsigned int nr_consumer_ro_maps;	/* read-only consumer mappings */
+	struct file *consumer_owner;		/* the file holding the writers */
 };
 
 static struct hg_ring __rcu *hg_ring;
@@ -347,29 +348,40 @@ void hgclock_ring_set_online(unsigned int cpu, bool online)
 
 /* ---- mapping ---------------------------------------------------------- */
 
+/*
+ * Which counter a mapping belongs to.  A read-only consumer mapping has
+ * VM_MAYWRITE cleared at mmap time, and mprotect() never sets it again,
+ * so the answer is the same at open and close.
+ */
+static unsigned int *hg_vma_counter(struct hg_ring *ring,
+				    struct vm_area_struct *vma)
+{
+	if (vma->vm_pgoff != (HGCLOCK_MMAP_CONSUMER_OFFSET >> PAGE_SHIFT))
+		return &ring->nr_ring_maps;
+	if (vma->vm_flags & VM_MAYWRITE)
+		return &ring->nr_writer_maps;
+	return &ring->nr_consumer_ro_maps;
+}
+
 static void hg_vm_open(struct vm_area_struct *vma)
 {
 	struct hg_ring *ring = vma->vm_private_data;
 
 	mutex_lock(&hg_ring_mutex);
-	if (vma->vm_pgoff == (HGCLOCK_MMAP_CONSUMER_OFFSET >> PAGE_SHIFT))
-		ring->nr_consumer_maps++;
-	else
-		ring->nr_ring_maps++;
+	(*hg_vma_counter(ring, vma))++;
 	mutex_unlock(&hg_ring_mutex);
 }
 
 static void hg_vm_close(struct vm_area_struct *vma)
 {
 	struct hg_ring *ring = vma->vm_private_data;
+	unsigned int *count;
 
 	mutex_lock(&hg_ring_mutex);
-	if (vma->vm_pgoff == (HGCLOCK_MMAP_CONSUMER_OFFSET >> PAGE_SHIFT)) {
-		if (!--ring->nr_consumer_maps)
-			ring->consumer_owner = NULL;
-	} else {
-		ring->nr_ring_maps--;
-	}
+	count = hg_vma_counter(ring, vma);
+	(*count)--;
+	if (count == &ring->nr_writer_maps && !*count)
+		ring->consumer_owner = NULL;
 	mutex_unlock(&hg_ring_mutex);
 }
 
@@ -401,6 +413,7 @@ int hgclock_mmap(struct file *file, struct vm_area_struct *vma)
 	u64 offset = (u64)vma->vm_pgoff << PAGE_SHIFT;
 	bool consumer = offset == HGCLOCK_MMAP_CONSUMER_OFFSET;
 	struct hg_ring *ring;
+	bool writer;
 	int ret;
 
 	if (!(vma->vm_flags & VM_SHARED))
@@ -421,23 +434,22 @@ int hgclock_mmap(struct file *file, struct vm_area_struct *vma)
 	ret = -EINVAL;
 	if (len != (consumer ? ring->consumer_size : ring->area_size))
 		goto out;
+	/* One consumer: only one open file may write the tails. */
+	writer = consumer && (vma->vm_flags & VM_WRITE);
 	ret = -EBUSY;
-	if (consumer && ring->consumer_owner && ring->consumer_owner != file)
+	if (writer && ring->consumer_owner && ring->consumer_owner != file)
 		goto out;
 
 	hg_vma_flags(vma, VM_DONTEXPAND | VM_DONTDUMP,
-		     VM_MAYEXEC | (consumer ? 0 : VM_MAYWRITE));
+		     VM_MAYEXEC | (writer ? 0 : VM_MAYWRITE));
 	ret = remap_vmalloc_range(vma, consumer ? (void *)ring->consumer : ring->area, 0);
 	if (ret)
 		goto out;
 	vma->vm_private_data = ring;
 	vma->vm_ops = &hg_vm_ops;
-	if (consumer) {
+	if (writer)
 		ring->consumer_owner = file;
-		ring->nr_consumer_maps++;
-	} else {
-		ring->nr_ring_maps++;
-	}
+	(*hg_vma_counter(ring, vma))++;
 out:
 	mutex_unlock(&hg_ring_mutex);
 	return ret;
@@ -499,7 +511,8 @@ static int hg_ring_replace(u64 ring_size)
 	struct hg_ring *old, *ring;
 
 	old = rcu_dereference_protected(hg_ring, lockdep_is_held(&hg_ring_mutex));
-	if (old && (old->nr_ring_maps || old->nr_consumer_maps))
+	if (old && (old->nr_ring_maps || old->nr_writer_maps ||
+		    old->nr_consumer_ro_maps))
 		return -EBUSY;
 	ring = hg_ring_alloc(ring_size);
 	if (!ring)
@@ -579,8 +592,11 @@ void hgclock_ring_fill_info(struct hgclock_info *info)
 
 	rcu_read_lock();
 	ring = rcu_dereference(hg_ring);
-	if (ring)
+	if (ring) {
 		info->ring_size = ring->ring_size;
+		info->map_size = ring->area_size;
+		info->consumer_size = ring->consumer_size;
+	}
 	rcu_read_unlock();
 }
 

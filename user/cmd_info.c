@@ -18,7 +18,53 @@ static void info_usage(FILE *out)
 		"Shows the ABI, CPUs, TSC frequency and stability, clocksource and role.\n");
 }
 
-static void info_json(const struct hgclock_info *info)
+static void ring_json(struct json_writer *w, const struct hgclock_map *map)
+{
+	unsigned int cpu;
+
+	json_begin_array(w, "cpus");
+	for (cpu = 0; cpu < map->meta->nr_cpus; cpu++) {
+		const struct hgclock_meta_cpu *slot = hgclock_map_slot(map, cpu);
+		uint64_t head = __atomic_load_n(&slot->head, __ATOMIC_ACQUIRE);
+		uint64_t tail = map->tail ? map->tail[cpu] : 0;
+
+		json_begin_object(w, NULL);
+		json_u64(w, "cpu", cpu);
+		json_bool(w, "online", slot->online);
+		json_u64(w, "head", head);
+		json_u64(w, "tail", tail);
+		json_u64(w, "unread", head - tail);
+		json_u64(w, "lost", slot->lost);
+		json_u64(w, "conv_flags", slot->conv.flags);
+		json_end_object(w);
+	}
+	json_end_array(w);
+}
+
+static void ring_text(const struct hgclock_map *map)
+{
+	unsigned int cpu;
+
+	printf("ring:           %llu bytes per CPU, %u CPU slots\n",
+	       (unsigned long long)map->meta->ring_size, map->meta->nr_cpus);
+	printf("  cpu online       head       tail     unread       lost  conversion\n");
+	for (cpu = 0; cpu < map->meta->nr_cpus; cpu++) {
+		const struct hgclock_meta_cpu *slot = hgclock_map_slot(map, cpu);
+		uint64_t head = __atomic_load_n(&slot->head, __ATOMIC_ACQUIRE);
+		uint64_t tail = map->tail ? map->tail[cpu] : 0;
+		uint32_t f = slot->conv.flags;
+
+		printf("  %3u %6s %10llu %10llu %10llu %10llu  %s%s\n", cpu,
+		       slot->online ? "yes" : "no", (unsigned long long)head,
+		       (unsigned long long)tail, (unsigned long long)(head - tail),
+		       (unsigned long long)slot->lost,
+		       f & HGCLOCK_CONV_EXACT ? "exact" :
+		       f & HGCLOCK_CONV_DERIVED ? "derived" : "none",
+		       f & HGCLOCK_CONV_PVCLOCK ? " (kvm-clock)" : "");
+	}
+}
+
+static void info_json(const struct hgclock_info *info, const struct hgclock_map *map)
 {
 	struct json_writer w;
 	char flags[256];
@@ -39,11 +85,13 @@ static void info_json(const struct hgclock_info *info)
 	json_string(&w, "hypervisor", info->hypervisor);
 	json_u64(&w, "ring_size", info->ring_size);
 	json_u64(&w, "snapshot_period_ns", info->snapshot_period_ns);
+	if (map)
+		ring_json(&w, map);
 	json_end_object(&w);
 	json_finish(&w);
 }
 
-static void info_text(const struct hgclock_info *info)
+static void info_text(const struct hgclock_info *info, const struct hgclock_map *map)
 {
 	char flags[256];
 
@@ -57,6 +105,10 @@ static void info_text(const struct hgclock_info *info)
 	printf("clocksource:    %s\n", info->clocksource[0] ? info->clocksource : "(unknown)");
 	printf("hypervisor:     %s\n", info->hypervisor[0] ? info->hypervisor : "(none)");
 	printf("role:           %s\n", hgclock_role_name(info->role));
+	printf("snapshots:      every %llu ms\n",
+	       (unsigned long long)(info->snapshot_period_ns / 1000000));
+	if (map)
+		ring_text(map);
 }
 
 int cmd_info(int argc, char **argv)
@@ -67,7 +119,8 @@ int cmd_info(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	struct hgclock_info info;
-	bool json = false;
+	struct hgclock_map map;
+	bool json = false, have_map;
 	int c, fd, ret;
 
 	while ((c = getopt_long(argc, argv, "jh", opts, NULL)) != -1) {
@@ -92,19 +145,25 @@ int cmd_info(int argc, char **argv)
 	if (fd < 0)
 		return -fd;
 	ret = hgclock_get_info(fd, &info);
-	close(fd);
 	if (ret == -EPROTO) {
+		close(fd);
 		hg_err("module ABI %u.%u, this tool speaks %u.x",
 		       info.abi_major, info.abi_minor, HGCLOCK_ABI_MAJOR);
 		return HGCLOCK_EXIT_ABI;
 	}
 	if (ret) {
+		close(fd);
 		hg_err("GET_INFO failed: %s", strerror(-ret));
 		return HGCLOCK_EXIT_FAILURE;
 	}
+	/* Ring state: a read-only view, which never takes the consumer's place. */
+	have_map = info.map_size && !hgclock_map_open(fd, HGCLOCK_MAP_TAILS_RO, &map);
 	if (json)
-		info_json(&info);
+		info_json(&info, have_map ? &map : NULL);
 	else
-		info_text(&info);
+		info_text(&info, have_map ? &map : NULL);
+	if (have_map)
+		hgclock_map_close(&map);
+	close(fd);
 	return HGCLOCK_EXIT_OK;
 }

@@ -58,6 +58,8 @@ int cmd_now(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	struct hgclock_clock_sample *samples = NULL, one;
+	struct hgclock_now user_now;
+	int has_user = 0, used_ioctl = 0;
 	unsigned int nr = 0, i;
 	bool json = false, all = false;
 	int cpu = -1, c, fd, ret;
@@ -114,8 +116,8 @@ int cmd_now(int argc, char **argv)
 		samples = &one;
 		nr = 1;
 	}
-	close(fd);
 	if (ret) {
+		close(fd);
 		if (ret == -EINVAL && cpu >= 0)
 			hg_err("CPU %d is not online", cpu);
 		else
@@ -125,20 +127,57 @@ int cmd_now(int argc, char **argv)
 		return HGCLOCK_EXIT_FAILURE;
 	}
 
+	/*
+	 * The zero-syscall clock on the caller's CPU, from the meta area;
+	 * without an exact conversion one READ_CLOCK answers instead.
+	 */
+	if (!all && cpu < 0) {
+		struct hgclock_map map;
+		int mret;
+
+		mret = hgclock_map_open(fd, 0, &map);
+		has_user = !hgclock_now(fd, mret ? NULL : &map, &user_now, &used_ioctl);
+		if (!mret)
+			hgclock_map_close(&map);
+	}
+	close(fd);
+
 	if (json) {
 		struct json_writer w;
 
 		json_init(&w, stdout, true);
-		json_begin_array(&w, NULL);
+		json_begin_object(&w, NULL);
+		json_begin_array(&w, "samples");
 		for (i = 0; i < nr; i++)
 			sample_json(&w, &samples[i]);
 		json_end_array(&w);
+		if (has_user) {
+			json_begin_object(&w, "user_clock");
+			json_string(&w, "source", used_ioctl ? "ioctl" : "zero-syscall");
+			json_u64(&w, "user_cpu", user_now.cpu);
+			json_u64(&w, "tsc", user_now.tsc);
+			json_u64(&w, "sched_clock_ns", user_now.sched_clock_ns);
+			if (user_now.has_local)
+				json_u64(&w, "local_clock_ns", user_now.local_clock_ns);
+			json_end_object(&w);
+		}
+		json_end_object(&w);
 		json_finish(&w);
 	} else {
 		printf("cpu           tsc_before       sched_clock_ns       local_clock_ns"
 		       "  tsc_d              mono_ns          mono_raw_ns              boot_ns\n");
 		for (i = 0; i < nr; i++)
 			sample_text(&samples[i]);
+		if (has_user) {
+			printf("user clock (%s): cpu %u tsc %llu sched_clock_ns %llu",
+			       used_ioctl ? "ioctl fallback: no exact conversion" : "zero-syscall",
+			       user_now.cpu, (unsigned long long)user_now.tsc,
+			       (unsigned long long)user_now.sched_clock_ns);
+			if (user_now.has_local)
+				printf(" local_clock_ns %llu",
+				       (unsigned long long)user_now.local_clock_ns);
+			printf("\n");
+		}
 	}
 	if (samples != &one)
 		free(samples);

@@ -48,4 +48,103 @@ const char *hgclock_role_name(uint32_t role);
 /* Writes "flag,flag" names of @clock_flags into @buf; returns @buf. */
 char *hgclock_clock_flags_str(uint32_t clock_flags, char *buf, size_t len);
 
+/* ---- ring.c: the mapped rings ------------------------------------- */
+
+/**
+ * struct hgclock_map - a mapping of /dev/hgclock
+ * @meta: the read-only meta area and data areas.
+ * @map_size: its length.
+ * @tail: the consumer positions; writable when mapped as the consumer,
+ *	else a read-only view (NULL when not mapped at all).
+ * @consumer_size: length of @tail's mapping.
+ * @writable: true when this process is the ring's consumer.
+ */
+struct hgclock_map {
+	const struct hgclock_meta *meta;
+	size_t map_size;
+	__u64 *tail;
+	size_t consumer_size;
+	int writable;
+};
+
+/* Flags of hgclock_map_open() */
+#define HGCLOCK_MAP_CONSUMER	(1 << 0) /* map the tails writable: EBUSY if taken */
+#define HGCLOCK_MAP_TAILS_RO	(1 << 1) /* map the tails read-only */
+
+int hgclock_map_open(int fd, int flags, struct hgclock_map *map);
+void hgclock_map_close(struct hgclock_map *map);
+const struct hgclock_meta_cpu *hgclock_map_slot(const struct hgclock_map *map,
+						unsigned int cpu);
+const void *hgclock_map_data(const struct hgclock_map *map, unsigned int cpu);
+
+/* Called per record; a non-zero return stops the walk and is returned. */
+typedef int (*hgclock_rec_fn)(const struct hgclock_rec_header *rec, void *ctx);
+
+/*
+ * Walks the records of one ring from *@tail up to @head (positions in
+ * bytes, free running), calling @fn for each record but PAD, and advances
+ * *@tail past what it walked.  Pure: works on any buffer laid out like a
+ * ring.  Returns the number of records walked, -EBADMSG on a malformed
+ * record (size not a multiple of 8, below the header, crossing the end of
+ * the ring, or beyond @head) leaving *@tail at it, -ERANGE when @head is
+ * behind *@tail or more than @ring_size ahead, or @fn's non-zero value.
+ */
+long hgclock_ring_walk(const void *data, uint64_t ring_size, uint64_t *tail,
+		       uint64_t head, hgclock_rec_fn fn, void *ctx);
+
+/*
+ * Consumer: walks the records of @cpu's ring that are ready and then
+ * publishes the new tail (release), freeing the space.  Needs
+ * HGCLOCK_MAP_CONSUMER.  Same returns as hgclock_ring_walk().
+ */
+long hgclock_ring_consume(struct hgclock_map *map, unsigned int cpu,
+			  hgclock_rec_fn fn, void *ctx);
+/* Discards everything unread on every CPU. */
+void hgclock_ring_skip_all(struct hgclock_map *map);
+
+/* Names of record types and snapshot reasons, for printing. */
+const char *hgclock_rec_name(unsigned int type);
+const char *hgclock_snap_reason_name(unsigned int reason);
+
+int hgclock_ring_config(int fd, struct hgclock_ring_config *cfg);
+/* cpu < 0: every online CPU.  Returns snapshots written or -errno. */
+int hgclock_snapshot(int fd, int cpu);
+
+/* ---- uclock.c: the zero-syscall clock ------------------------------- */
+
+/* sched_clock_ns = f(tsc) for @conv, exactly as the kernel computes it. */
+uint64_t hgclock_conv_apply(const struct hgclock_conversion *conv, uint64_t tsc);
+
+/**
+ * struct hgclock_now - one zero-syscall reading
+ * @tsc: the TSC read (rdtscp).
+ * @sched_clock_ns: ftrace "local" clock at @tsc.
+ * @local_clock_ns: ftrace "perf" clock at @tsc, when @has_local.
+ * @cpu: the CPU @tsc was read on.
+ * @has_local: the meta area knew local_clock's offset.
+ * @conv_flags: the conversion's HGCLOCK_CONV_* flags.
+ */
+struct hgclock_now {
+	uint64_t tsc;
+	uint64_t sched_clock_ns;
+	uint64_t local_clock_ns;
+	unsigned int cpu;
+	int has_local;
+	uint32_t conv_flags;
+};
+
+/*
+ * Reads sched_clock (and local_clock) without entering the kernel.
+ * Returns 0, or -ENODATA when this CPU has no exact conversion (use
+ * HGCLOCK_IOC_READ_CLOCK), -EAGAIN when the conversion kept changing.
+ */
+int hgclock_now_user(const struct hgclock_map *map, struct hgclock_now *now);
+
+/*
+ * The same with the fallback: when no exact conversion is published, one
+ * READ_CLOCK ioctl on @fd answers instead (then *@used_ioctl is 1).
+ */
+int hgclock_now(int fd, const struct hgclock_map *map, struct hgclock_now *now,
+		int *used_ioctl);
+
 #endif /* LIBHGCLOCK_H */

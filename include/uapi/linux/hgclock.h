@@ -69,6 +69,9 @@
  *	("KVMKVMKVM", "TCGTCGTCGTCG", ...), empty on bare metal.
  * @ring_size: bytes per CPU ring (see mmap layout), 0 without a ring.
  * @snapshot_period_ns: period of the CYC2NS snapshots, 0 when off.
+ * @map_size: length of the ring mapping (meta and data areas), 0 without
+ *	a ring.
+ * @consumer_size: length of the consumer mapping.
  * @reserved: zero.
  */
 struct hgclock_info {
@@ -86,7 +89,9 @@ struct hgclock_info {
 	char hypervisor[16];
 	__u64 ring_size;
 	__u64 snapshot_period_ns;
-	__u64 reserved[8];
+	__u64 map_size;
+	__u64 consumer_size;
+	__u64 reserved[6];
 };
 
 #define HGCLOCK_INFO_SIZE_VER0	168	/* sizeof first published struct */
