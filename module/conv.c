@@ -207,6 +207,17 @@ void hgclock_conv_read(struct hgclock_conversion *conv)
 	}
 }
 
+/*
+ * The kernel's own TSC to sched_clock conversion on this CPU, when it is
+ * the cyc2ns one and reachable; 0 otherwise.  Interrupts disabled.
+ */
+u64 hgclock_conv_kernel_ns(u64 tsc)
+{
+	if (hg_source != HGCLOCK_SRC_CYC2NS || !hg_sched_clock_from_tsc)
+		return 0;
+	return hg_sched_clock_from_tsc(tsc);
+}
+
 enum hgclock_conv_source hgclock_conv_source(void)
 {
 	return hg_source;

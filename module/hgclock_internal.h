@@ -26,6 +26,7 @@ void hgclock_conv_init(void);
 enum hgclock_conv_source hgclock_conv_source(void);
 void hgclock_conv_read(struct hgclock_conversion *conv);
 u64 hgclock_conv_apply(const struct hgclock_conversion *conv, u64 tsc);
+u64 hgclock_conv_kernel_ns(u64 tsc);
 
 /* ring.c: the per-CPU record rings and their mapping */
 int hgclock_ring_init(void);

@@ -34,7 +34,7 @@
 
 #include "hgclock_internal.h"
 
-static_assert(sizeof(struct hgclock_rec_cyc2ns) == 104);
+static_assert(sizeof(struct hgclock_rec_cyc2ns) == 112);
 static_assert(sizeof(struct hgclock_snapshot) == 32);
 static_assert(sizeof(struct hgclock_produce) == 64);
 
@@ -62,6 +62,7 @@ static void hg_snapshot_this_cpu(u32 reason)
 	rec.local_clock_ns = trace_clock();
 	rec.tsc_after = rdtsc_ordered();
 	rec.tsc_khz = tsc_khz;
+	rec.kernel_ns_at_tsc = hgclock_conv_kernel_ns(rec.hdr.tsc);
 
 	hgclock_ring_publish_conv(&rec.conv, &changed);
 	rec.reason = changed ? HGCLOCK_SNAP_CHANGED : reason;

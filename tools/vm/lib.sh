@@ -252,6 +252,8 @@ vm_initramfs() {
 #   VM_INITRD        initramfs path (required)
 #   VM_CONSOLE       file receiving ttyS0 (required)
 #   VM_ACCEL         tcg (default) or kvm
+#   VM_TCG_THREAD    multi (default) or single: one host thread for all
+#                    vCPUs
 #   VM_CPU           default: max for tcg, host for kvm
 #   VM_SMP, VM_MEM   default 2, 2048 (MiB)
 #   VM_APPEND        extra kernel command line
@@ -263,7 +265,7 @@ vm_qemu_cmd() {
 	local accel=${VM_ACCEL:-tcg} cpu=${VM_CPU:-} s tag dir ro
 
 	case $accel in
-	tcg) VM_QEMU=(-accel tcg,thread=multi); cpu=${cpu:-max} ;;
+	tcg) VM_QEMU=(-accel "tcg,thread=${VM_TCG_THREAD:-multi}"); cpu=${cpu:-max} ;;
 	kvm) VM_QEMU=(-accel kvm); cpu=${cpu:-host} ;;
 	*) vm_msg "unknown accelerator '$accel' (tcg or kvm)"; return 1 ;;
 	esac

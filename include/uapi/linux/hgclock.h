@@ -337,6 +337,11 @@ struct hgclock_rec_lost {
  * @tsc_khz: the kernel's TSC frequency.
  * @reason: HGCLOCK_SNAP_*.
  * @seq: count of snapshots taken on this CPU, from 1.
+ * @kernel_ns_at_tsc: the kernel's own conversion of hdr.tsc
+ *	(native_sched_clock_from_tsc(), i.e. what sched_clock() returns when
+ *	its TSC read gives hdr.tsc), 0 when the kernel has none to offer
+ *	(kvm-clock, derived conversions).  An exact @conv reproduces it to
+ *	the nanosecond.
  */
 struct hgclock_rec_cyc2ns {
 	struct hgclock_rec_header hdr;
@@ -346,6 +351,7 @@ struct hgclock_rec_cyc2ns {
 	__u32 tsc_khz;
 	__u32 reason;
 	__u64 seq;
+	__u64 kernel_ns_at_tsc;
 };
 
 /**
