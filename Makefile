@@ -33,7 +33,7 @@ TRACEFS_LIBS := $(shell pkg-config --libs libtracefs 2>/dev/null || echo -ltrace
 
 SELFTESTS := $(BUILD)/selftests/hgclock_test $(BUILD)/selftests/ring_test
 UNIT_TESTS := $(BUILD)/unit/test_json $(BUILD)/unit/test_lib
-BENCHES := $(BUILD)/bench/bench_read_clock
+BENCHES := $(BUILD)/bench/bench_read_clock $(BUILD)/bench/bench_ring
 
 .PHONY: all module user selftests unit check demo bench clean headers-check
 

@@ -144,8 +144,8 @@ long hgclock_ioctl_read_clock(void __user *uarg)
 		return -EINVAL;
 	if (!(req.flags & HGCLOCK_READ_CPU) && req.cpu)
 		return -EINVAL;
-	if (!(req.flags & HGCLOCK_READ_ALL_CPUS) &&
-	    (req.samples_ptr || req.nr_samples))
+	/* nr_samples is output-only here, so a struct can be reused as is. */
+	if (!(req.flags & HGCLOCK_READ_ALL_CPUS) && req.samples_ptr)
 		return -EINVAL;
 
 	/* Output only: whatever the caller left there is overwritten. */

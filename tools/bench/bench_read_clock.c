@@ -2,7 +2,8 @@
 /*
  * Benchmark: cost of HGCLOCK_IOC_READ_CLOCK against a null ioctl on the
  * same device (HGCLOCK_IOC_NOP) and against clock_gettime(CLOCK_MONOTONIC)
- * (vDSO).  Rounds interleave the three so that drift in the machine's speed
+ * (vDSO); and of the zero-syscall clock (libhgclock's hgclock_now_user())
+ * against the same two.  Rounds interleave the three so that drift in the machine's speed
  * hits all alike; the median round is reported.  Under TCG absolute times
  * mean little: the ratios are the result.
  *
@@ -43,9 +44,18 @@ static double median(double *v, int n)
 	return v[n / 2];
 }
 
+static int fail(const char *what)
+{
+	fprintf(stderr, "bench_read_clock: %s failed: %s\n", what, strerror(errno));
+	return 1;
+}
+
 int main(int argc, char **argv)
 {
-	double nop[ROUNDS], rd[ROUNDS], cg[ROUNDS];
+	double nop[ROUNDS], rd[ROUNDS], cg[ROUNDS], uc[ROUNDS];
+	struct hgclock_map map;
+	struct hgclock_now unow;
+	int have_uclock;
 	struct hgclock_read_clock req;
 	long iters = argc > 1 ? atol(argv[1]) : 20000;
 	struct timespec ts;
@@ -65,32 +75,55 @@ int main(int argc, char **argv)
 	}
 	memset(&req, 0, sizeof(req));
 	req.size = sizeof(req);
+	have_uclock = !hgclock_map_open(fd, 0, &map) && !hgclock_now_user(&map, &unow);
+	if (!have_uclock)
+		fprintf(stderr, "bench_read_clock: no exact conversion here: "
+			"zero-syscall clock not measured\n");
 
 	for (r = 0; r < ROUNDS; r++) {
 		t0 = now_ns();
 		for (i = 0; i < iters; i++)
 			if (ioctl(fd, HGCLOCK_IOC_NOP))
-				return 1;
+				return fail("NOP ioctl");
 		nop[r] = (double)(now_ns() - t0) / (double)iters;
 
 		t0 = now_ns();
 		for (i = 0; i < iters; i++)
 			if (ioctl(fd, HGCLOCK_IOC_READ_CLOCK, &req))
-				return 1;
+				return fail("READ_CLOCK ioctl");
 		rd[r] = (double)(now_ns() - t0) / (double)iters;
 
 		t0 = now_ns();
 		for (i = 0; i < iters; i++)
 			clock_gettime(CLOCK_MONOTONIC, &ts);
 		cg[r] = (double)(now_ns() - t0) / (double)iters;
+
+		uc[r] = 0;
+		if (have_uclock) {
+			t0 = now_ns();
+			for (i = 0; i < iters; i++)
+				if (hgclock_now_user(&map, &unow))
+					return fail("zero-syscall read");
+			uc[r] = (double)(now_ns() - t0) / (double)iters;
+		}
 	}
 	/* Ratios per round first, so each compares costs measured together. */
 	{
 		double ratio_nop[ROUNDS], ratio_cg[ROUNDS];
+		double uc_cg[ROUNDS], uc_rd[ROUNDS];
 
 		for (r = 0; r < ROUNDS; r++) {
 			ratio_nop[r] = rd[r] / nop[r];
 			ratio_cg[r] = rd[r] / cg[r];
+			uc_cg[r] = uc[r] / cg[r];
+			uc_rd[r] = uc[r] / rd[r];
+		}
+		if (have_uclock) {
+			printf("BENCH user_clock_read %.1f ns\n", median(uc, ROUNDS));
+			printf("BENCH user_clock_vs_clock_gettime %.3f ratio\n",
+			       median(uc_cg, ROUNDS));
+			printf("BENCH user_clock_vs_read_clock_ioctl %.3f ratio\n",
+			       median(uc_rd, ROUNDS));
 		}
 		printf("BENCH read_clock_ioctl %.1f ns\n", median(rd, ROUNDS));
 		printf("BENCH nop_ioctl %.1f ns\n", median(nop, ROUNDS));

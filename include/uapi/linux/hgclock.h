@@ -140,7 +140,8 @@ struct hgclock_clock_sample {
  * @nr_samples: with HGCLOCK_READ_ALL_CPUS: in, capacity of @samples_ptr
  *	in entries; out, number of entries written (one per online CPU, in
  *	CPU order).  If the capacity is too small the call fails with ENOSPC
- *	and @nr_samples says how many are needed.  Otherwise zero in, 1 out.
+ *	and @nr_samples says how many are needed.  Otherwise output only:
+ *	ignored in, 1 out (so the struct can be passed again unchanged).
  * @samples_ptr: with HGCLOCK_READ_ALL_CPUS: user pointer to an array of
  *	struct hgclock_clock_sample, otherwise zero.
  * @sample: out, the reading when not HGCLOCK_READ_ALL_CPUS.

@@ -1,0 +1,33 @@
+#!/bin/bash
+# make bench: builds everything, boots each target kernel in a VM with the
+# module loaded and runs the benchmarks there.  Every figure is one line
+# "BENCH <name> <value> <unit>", prefixed by the kernel it came from.
+# Under TCG absolute times mean little: read the ratios.
+#
+#   HGCLOCK_KERNELS   kernel series (default "6.1 6.12")
+#   HGCLOCK_VM_ACCEL  tcg (default) or kvm
+set -u -o pipefail
+top=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$top"
+build=${BUILD:-build}
+
+[ "$(id -u)" = 0 ] && tools/deps.sh
+make -s user selftests || exit 1
+
+status=0
+for series in ${HGCLOCK_KERNELS:-6.1 6.12}; do
+	kver=$(ls /boot/vmlinuz-"$series".* /boot/vmlinuz-"$series"-* 2>/dev/null |
+	       sed 's|^/boot/vmlinuz-||' | grep -v -- '-rt-' | sort -uV | tail -n 1)
+	if [ -z "$kver" ]; then
+		echo "bench: no installed $series kernel, skipped" >&2
+		continue
+	fi
+	ko=$(tools/build-module.sh "/usr/src/linux-headers-$kver" "$build/module" | tail -n 1) || exit 1
+	echo "== kernel $kver (tsc=reliable)"
+	tools/vm/run --kernel "$kver" --append tsc=reliable --timeout 900 -- "
+		insmod '$ko' || exit 1
+		'$build/bench/bench_read_clock' | sed 's/^BENCH /BENCH $series./'
+		'$build/bench/bench_ring' | sed 's/^BENCH /BENCH $series./'
+		rmmod hgclock" || status=1
+done
+exit $status
