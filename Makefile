@@ -31,7 +31,8 @@ SELFTEST_CFLAGS := -O2 -g -std=gnu11 -Wall -Werror -D_GNU_SOURCE -Iinclude/uapi 
 TRACEFS_CFLAGS := $(shell pkg-config --cflags libtracefs 2>/dev/null)
 TRACEFS_LIBS := $(shell pkg-config --libs libtracefs 2>/dev/null || echo -ltracefs -ltraceevent)
 
-SELFTESTS := $(BUILD)/selftests/hgclock_test $(BUILD)/selftests/ring_test
+SELFTESTS := $(BUILD)/selftests/hgclock_test $(BUILD)/selftests/ring_test \
+	$(BUILD)/selftests/track_test
 UNIT_TESTS := $(BUILD)/unit/test_json $(BUILD)/unit/test_lib
 BENCHES := $(BUILD)/bench/bench_read_clock $(BUILD)/bench/bench_ring
 

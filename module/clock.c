@@ -252,7 +252,9 @@ long hgclock_ioctl_get_info(void __user *uarg)
 	info.nr_online_cpus = num_online_cpus();
 	info.tsc_khz = tsc_khz;
 	info.features = HGCLOCK_FEAT_READ_CLOCK | HGCLOCK_FEAT_READ_ALL_CPUS |
-			HGCLOCK_FEAT_RING;
+			HGCLOCK_FEAT_RING | HGCLOCK_FEAT_TRACK;
+	if (hgclock_track_kvm_attached())
+		info.features |= HGCLOCK_FEAT_KVM_TRACK;
 	if (hgclock_conv_source() != HGCLOCK_SRC_NONE)
 		info.features |= HGCLOCK_FEAT_USER_CLOCK;
 	if (hgclock_conv_source() == HGCLOCK_SRC_PVCLOCK)

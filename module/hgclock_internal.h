@@ -52,6 +52,14 @@ void hgclock_snapshot_all(u32 reason);
 long hgclock_ioctl_snapshot(void __user *uarg);
 long hgclock_ioctl_produce(void __user *uarg);
 
+/* track.c: vCPU threads, their host CPUs and TSC offsets */
+int hgclock_track_init(void);
+void hgclock_track_exit(void);
+void hgclock_track_reclaim(void);
+bool hgclock_track_kvm_attached(void);
+long hgclock_ioctl_track(void __user *uarg);
+long hgclock_ioctl_list_vcpus(void __user *uarg);
+
 /* ksym.c: symbols the kernel does not export, looked up once at load */
 int hgclock_ksym_init(void);
 unsigned long hgclock_ksym(const char *name);

@@ -32,6 +32,10 @@ static long hgclock_ioctl(struct file *file, unsigned int cmd,
 		return hgclock_ioctl_snapshot(uarg);
 	case HGCLOCK_IOC_PRODUCE:
 		return hgclock_ioctl_produce(uarg);
+	case HGCLOCK_IOC_TRACK:
+		return hgclock_ioctl_track(uarg);
+	case HGCLOCK_IOC_LIST_VCPUS:
+		return hgclock_ioctl_list_vcpus(uarg);
 	default:
 		return -ENOTTY;
 	}
@@ -77,14 +81,19 @@ static int __init hgclock_init(void)
 	ret = hgclock_snapshot_init();
 	if (ret)
 		goto err_ring;
+	ret = hgclock_track_init();
+	if (ret)
+		goto err_snapshot;
 	ret = misc_register(&hgclock_misc);
 	if (ret) {
 		pr_err("cannot register /dev/%s: %d\n", HGCLOCK_DEVICE_NAME, ret);
-		goto err_snapshot;
+		goto err_track;
 	}
 	pr_info("ABI %u.%u loaded\n", HGCLOCK_ABI_MAJOR, HGCLOCK_ABI_MINOR);
 	return 0;
 
+err_track:
+	hgclock_track_exit();
 err_snapshot:
 	hgclock_snapshot_exit();
 err_ring:
@@ -99,6 +108,7 @@ err_ring:
 static void __exit hgclock_exit(void)
 {
 	misc_deregister(&hgclock_misc);
+	hgclock_track_exit();
 	hgclock_snapshot_exit();
 	hgclock_ring_exit();
 }

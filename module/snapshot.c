@@ -87,6 +87,8 @@ static void hg_periodic_fn(struct work_struct *work)
 	if (!period)
 		return;
 	hgclock_snapshot_all(HGCLOCK_SNAP_PERIODIC);
+	/* Process context: recycle slots of threads that stopped being tracked. */
+	hgclock_track_reclaim();
 	schedule_delayed_work(&hg_periodic_work, nsecs_to_jiffies(period));
 }
 

@@ -38,7 +38,7 @@ check device_node test -c /dev/hgclock
 check device_mode_0600 sh -c '[ "$(stat -c %a /dev/hgclock)" = 600 ]'
 
 # The kselftests (their own TAP streams).
-for t in hgclock_test ring_test; do
+for t in hgclock_test ring_test track_test; do
 	"$build/selftests/$t"
 	rc=$?
 	[ $rc -eq 0 ] || [ $rc -eq 4 ] || failed=$((failed + 1))

@@ -33,6 +33,8 @@
 #define HGCLOCK_FEAT_READ_ALL_CPUS	(1ULL << 1)	/* HGCLOCK_READ_ALL_CPUS */
 #define HGCLOCK_FEAT_RING		(1ULL << 2)	/* mmap ring and records */
 #define HGCLOCK_FEAT_USER_CLOCK		(1ULL << 3)	/* per-CPU conversion in meta page */
+#define HGCLOCK_FEAT_TRACK		(1ULL << 4)	/* thread tracking, TRACK/LIST_VCPUS */
+#define HGCLOCK_FEAT_KVM_TRACK		(1ULL << 5)	/* attached to KVM's tracepoints now */
 
 /* Bits of hgclock_info.clock_flags. */
 #define HGCLOCK_CLK_TSC_UNSTABLE	(1U << 0) /* kernel marked the TSC unstable */
@@ -286,7 +288,13 @@ struct hgclock_consumer {
 #define HGCLOCK_REC_LOST	1	/* struct hgclock_rec_lost */
 #define HGCLOCK_REC_CYC2NS	2	/* struct hgclock_rec_cyc2ns */
 #define HGCLOCK_REC_TEST	3	/* struct hgclock_rec_test */
-/* 16..31: vCPU tracking records (host side). */
+/* 16..31: thread and vCPU tracking records (host side, tracking.rst) */
+#define HGCLOCK_REC_VCPU_SEEN	16	/* struct hgclock_rec_vcpu_seen */
+#define HGCLOCK_REC_VCPU_RUN	17	/* struct hgclock_rec_vcpu: starts running here */
+#define HGCLOCK_REC_VCPU_STOP	18	/* struct hgclock_rec_vcpu: stops running here */
+#define HGCLOCK_REC_VCPU_MIGRATE 19	/* struct hgclock_rec_vcpu_migrate */
+#define HGCLOCK_REC_VCPU_EXIT	20	/* struct hgclock_rec_vcpu: thread exited/untracked */
+#define HGCLOCK_REC_TSC_OFFSET	21	/* struct hgclock_rec_tsc_offset */
 #define HGCLOCK_REC_MAX		31
 
 /**
@@ -441,6 +449,173 @@ struct hgclock_produce {
 	__u64 reserved[2];
 };
 
+/* hgclock_rec_vcpu_seen.flags and hgclock_vcpu_info.flags */
+#define HGCLOCK_VCPU_KVM	(1U << 0) /* a KVM vCPU thread (found by kvm_entry) */
+#define HGCLOCK_VCPU_MANUAL	(1U << 1) /* tracked by HGCLOCK_IOC_TRACK */
+#define HGCLOCK_VCPU_TSC_KNOWN	(1U << 2) /* tsc_offset/ratio/frac_bits are valid */
+
+/**
+ * struct hgclock_rec_vcpu - RUN, STOP and EXIT records of a tracked thread
+ * @hdr: common header; hdr.cpu is the host CPU it happened on.
+ * @tid: host thread id.
+ * @vm_pid: the process owning the VM (its KVM debugfs directory is
+ *	"<vm_pid>-<fd>"), or the thread's process for a manual track.
+ * @vcpu_id: KVM vcpu_id, -1 for a thread tracked by HGCLOCK_IOC_TRACK.
+ * @reserved: zero.
+ *
+ * RUN: sched_switch switched to the thread on hdr.cpu; STOP: away from it.
+ * EXIT: the thread exited, or was untracked; nothing follows for it.
+ */
+struct hgclock_rec_vcpu {
+	struct hgclock_rec_header hdr;
+	__s32 tid;
+	__s32 vm_pid;
+	__s32 vcpu_id;
+	__u32 reserved;
+};
+
+/**
+ * struct hgclock_rec_vcpu_seen - a thread starts being tracked
+ * @hdr: common header; hdr.cpu is where it was seen.
+ * @tid: host thread id.
+ * @vm_pid: see struct hgclock_rec_vcpu.
+ * @vcpu_id: KVM vcpu_id, -1 for a manual track.
+ * @flags: HGCLOCK_VCPU_*.
+ * @vm_name: KVM's debugfs directory name for the VM ("<pid>-<fd>"),
+ *	NUL terminated, empty when unknown.
+ * @tsc_offset: KVM's current TSC offset of the vCPU (tsc-offset in
+ *	debugfs), with HGCLOCK_VCPU_TSC_KNOWN.
+ * @tsc_scaling_ratio: KVM's current TSC scaling ratio.
+ * @tsc_frac_bits: fraction bits of @tsc_scaling_ratio (32 on AMD, 48 on
+ *	Intel).
+ * @host_cpu: the CPU the thread runs on (== hdr.cpu for KVM vCPUs).
+ *
+ * guest_tsc = ((host_tsc * @tsc_scaling_ratio) >> @tsc_frac_bits) + @tsc_offset
+ */
+struct hgclock_rec_vcpu_seen {
+	struct hgclock_rec_header hdr;
+	__s32 tid;
+	__s32 vm_pid;
+	__s32 vcpu_id;
+	__u32 flags;
+	char vm_name[16];
+	__u64 tsc_offset;
+	__u64 tsc_scaling_ratio;
+	__u32 tsc_frac_bits;
+	__s32 host_cpu;
+};
+
+/**
+ * struct hgclock_rec_vcpu_migrate - the scheduler moved a tracked thread
+ * @hdr: common header (hdr.cpu: where the move was decided).
+ * @tid: host thread id.
+ * @vm_pid: see struct hgclock_rec_vcpu.
+ * @vcpu_id: KVM vcpu_id or -1.
+ * @from_cpu: the CPU it was assigned to.
+ * @to_cpu: the CPU it is assigned to from now on.
+ * @reserved: zero.
+ */
+struct hgclock_rec_vcpu_migrate {
+	struct hgclock_rec_header hdr;
+	__s32 tid;
+	__s32 vm_pid;
+	__s32 vcpu_id;
+	__s32 from_cpu;
+	__s32 to_cpu;
+	__u32 reserved;
+};
+
+/**
+ * struct hgclock_rec_tsc_offset - KVM wrote a vCPU's TSC offset
+ * @hdr: common header; hdr.tsc is the host TSC right after the change.
+ * @tid: the thread that made the change (the vCPU thread as a rule).
+ * @vm_pid: the VM's process when @tid is a tracked vCPU thread, else
+ *	the changing thread's process.
+ * @vcpu_id: from the kvm_write_tsc_offset tracepoint.
+ * @flags: HGCLOCK_VCPU_* of the thread when tracked, with
+ *	HGCLOCK_VCPU_TSC_KNOWN when @tsc_scaling_ratio is known.
+ * @previous_offset: L1 TSC offset before.
+ * @next_offset: L1 TSC offset from now on.
+ * @tsc_scaling_ratio: scaling ratio in force (last seen for the vCPU).
+ * @tsc_frac_bits: its fraction bits.
+ * @reserved: zero.
+ */
+struct hgclock_rec_tsc_offset {
+	struct hgclock_rec_header hdr;
+	__s32 tid;
+	__s32 vm_pid;
+	__s32 vcpu_id;
+	__u32 flags;
+	__u64 previous_offset;
+	__u64 next_offset;
+	__u64 tsc_scaling_ratio;
+	__u32 tsc_frac_bits;
+	__u32 reserved;
+};
+
+/* hgclock_track.flags */
+#define HGCLOCK_TRACK_ADD	(1U << 0)
+#define HGCLOCK_TRACK_REMOVE	(1U << 1)
+
+/**
+ * struct hgclock_track - HGCLOCK_IOC_TRACK argument (CAP_SYS_ADMIN)
+ * @size: sizeof(struct hgclock_track).
+ * @flags: exactly one of HGCLOCK_TRACK_ADD and HGCLOCK_TRACK_REMOVE.
+ * @tid: the host thread to (un)track; must exist.
+ * @reserved: zero.
+ *
+ * Tracks any thread as if it were a vCPU (vcpu_id -1): for hypervisors
+ * other than KVM, and for tests.  EEXIST if tracked already, ENOENT if
+ * not tracked (remove) or no such thread, ENOSPC when the table is full.
+ */
+struct hgclock_track {
+	__u32 size;
+	__u32 flags;
+	__s32 tid;
+	__u32 reserved;
+};
+
+/**
+ * struct hgclock_vcpu_info - one tracked thread (HGCLOCK_IOC_LIST_VCPUS)
+ * @tid: host thread id.
+ * @vm_pid: see struct hgclock_rec_vcpu.
+ * @vcpu_id: KVM vcpu_id or -1.
+ * @flags: HGCLOCK_VCPU_*.
+ * @host_cpu: the CPU the thread is assigned to now.
+ * @tsc_frac_bits: see struct hgclock_rec_vcpu_seen.
+ * @vm_name: see struct hgclock_rec_vcpu_seen.
+ * @tsc_offset: last TSC offset seen.
+ * @tsc_scaling_ratio: last scaling ratio seen.
+ * @nr_migrations: migrations recorded since tracking started.
+ */
+struct hgclock_vcpu_info {
+	__s32 tid;
+	__s32 vm_pid;
+	__s32 vcpu_id;
+	__u32 flags;
+	__s32 host_cpu;
+	__u32 tsc_frac_bits;
+	char vm_name[16];
+	__u64 tsc_offset;
+	__u64 tsc_scaling_ratio;
+	__u64 nr_migrations;
+};
+
+/**
+ * struct hgclock_list_vcpus - HGCLOCK_IOC_LIST_VCPUS argument
+ * @size: sizeof(struct hgclock_list_vcpus).
+ * @nr: in: capacity of @vcpus_ptr in entries; out: entries written.
+ *	ENOSPC, with @nr set to the count, when too small.
+ * @vcpus_ptr: user pointer to struct hgclock_vcpu_info[@nr].
+ * @reserved: zero.
+ */
+struct hgclock_list_vcpus {
+	__u32 size;
+	__u32 nr;
+	__u64 vcpus_ptr;
+	__u64 reserved[2];
+};
+
 /*
  * ioctl magic 0xC7: not listed in
  * Documentation/userspace-api/ioctl/ioctl-number.rst.
@@ -454,5 +629,7 @@ struct hgclock_produce {
 #define HGCLOCK_IOC_RING_CONFIG	_IOWR(HGCLOCK_IOC_MAGIC, 0x03, struct hgclock_ring_config)
 #define HGCLOCK_IOC_SNAPSHOT	_IOWR(HGCLOCK_IOC_MAGIC, 0x04, struct hgclock_snapshot)
 #define HGCLOCK_IOC_PRODUCE	_IOWR(HGCLOCK_IOC_MAGIC, 0x05, struct hgclock_produce)
+#define HGCLOCK_IOC_TRACK	_IOW(HGCLOCK_IOC_MAGIC, 0x06, struct hgclock_track)
+#define HGCLOCK_IOC_LIST_VCPUS	_IOWR(HGCLOCK_IOC_MAGIC, 0x07, struct hgclock_list_vcpus)
 
 #endif /* _UAPI_LINUX_HGCLOCK_H */

@@ -1,0 +1,346 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * hgclock kselftests: thread tracking (the machinery KVM vCPU tracking
+ * uses), driven through HGCLOCK_IOC_TRACK on the test's own threads.
+ * The KVM side (discovery by kvm_entry, TSC offsets) is tested in the
+ * nested testbed.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "kselftest_harness.h"
+#include "../user/libhgclock.h"
+
+#define MAX_RECS 65536
+
+struct rec_copy {
+	union {
+		struct hgclock_rec_header hdr;
+		struct hgclock_rec_vcpu vcpu;
+		struct hgclock_rec_vcpu_seen seen;
+		struct hgclock_rec_vcpu_migrate migrate;
+		unsigned char raw[128];
+	};
+};
+
+struct collect {
+	struct rec_copy *recs;
+	int nr;
+	pid_t tid;	/* keep records of this thread only, 0: all */
+};
+
+static pid_t rec_tid(const struct hgclock_rec_header *h)
+{
+	switch (h->type) {
+	case HGCLOCK_REC_VCPU_SEEN:
+		return ((const struct hgclock_rec_vcpu_seen *)h)->tid;
+	case HGCLOCK_REC_VCPU_RUN:
+	case HGCLOCK_REC_VCPU_STOP:
+	case HGCLOCK_REC_VCPU_EXIT:
+		return ((const struct hgclock_rec_vcpu *)h)->tid;
+	case HGCLOCK_REC_VCPU_MIGRATE:
+		return ((const struct hgclock_rec_vcpu_migrate *)h)->tid;
+	default:
+		return 0;
+	}
+}
+
+static int collect_fn(const struct hgclock_rec_header *h, void *arg)
+{
+	struct collect *c = arg;
+	pid_t tid = rec_tid(h);
+
+	if (!tid || (c->tid && tid != c->tid) || c->nr >= MAX_RECS)
+		return 0;
+	memcpy(&c->recs[c->nr++], h, h->size < 128 ? h->size : 128);
+	return 0;
+}
+
+static int by_tsc(const void *a, const void *b)
+{
+	const struct rec_copy *x = a, *y = b;
+
+	return (x->hdr.tsc > y->hdr.tsc) - (x->hdr.tsc < y->hdr.tsc);
+}
+
+/* Drain every CPU's ring, keep @tid's records, order them by TSC. */
+static void collect_all(struct __test_metadata *_metadata,
+			struct hgclock_map *map, struct collect *c)
+{
+	unsigned int cpu;
+
+	for (cpu = 0; cpu < map->meta->nr_cpus; cpu++)
+		ASSERT_LE(0, hgclock_ring_consume(map, cpu, collect_fn, c));
+	qsort(c->recs, c->nr, sizeof(c->recs[0]), by_tsc);
+}
+
+static int track(int fd, pid_t tid, unsigned int flags)
+{
+	struct hgclock_track req = {
+		.size = sizeof(req), .flags = flags, .tid = tid,
+	};
+
+	return ioctl(fd, HGCLOCK_IOC_TRACK, &req) ? -errno : 0;
+}
+
+static void pin(int cpu)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	sched_setaffinity(0, sizeof(set), &set);
+}
+
+static pid_t gettid_(void)
+{
+	return (pid_t)syscall(SYS_gettid);
+}
+
+FIXTURE(track) {
+	int fd;
+	struct hgclock_map map;
+	struct collect c;
+};
+
+FIXTURE_SETUP(track)
+{
+	self->fd = open(HGCLOCK_DEV_PATH, O_RDWR | O_CLOEXEC);
+	ASSERT_LE(0, self->fd);
+	ASSERT_EQ(0, hgclock_map_open(self->fd, HGCLOCK_MAP_CONSUMER, &self->map));
+	hgclock_ring_skip_all(&self->map);
+	self->c.recs = calloc(MAX_RECS, sizeof(struct rec_copy));
+	ASSERT_NE(NULL, self->c.recs);
+}
+
+FIXTURE_TEARDOWN(track)
+{
+	track(self->fd, gettid_(), HGCLOCK_TRACK_REMOVE);
+	free(self->c.recs);
+	hgclock_map_close(&self->map);
+	close(self->fd);
+}
+
+TEST_F(track, bad_input)
+{
+	struct hgclock_track req;
+
+	EXPECT_EQ(-ENOENT, track(self->fd, gettid_(), HGCLOCK_TRACK_REMOVE));
+	EXPECT_EQ(-EINVAL, track(self->fd, gettid_(), 0));
+	EXPECT_EQ(-EINVAL, track(self->fd, gettid_(),
+				 HGCLOCK_TRACK_ADD | HGCLOCK_TRACK_REMOVE));
+	EXPECT_EQ(-EINVAL, track(self->fd, 0, HGCLOCK_TRACK_ADD));
+	EXPECT_EQ(-EINVAL, track(self->fd, -5, HGCLOCK_TRACK_ADD));
+	/* A thread id nobody has (pid_max is at most 4M). */
+	EXPECT_EQ(-ENOENT, track(self->fd, 4194303, HGCLOCK_TRACK_ADD));
+	memset(&req, 0, sizeof(req));
+	req.size = sizeof(req);
+	req.flags = HGCLOCK_TRACK_ADD;
+	req.tid = gettid_();
+	req.reserved = 1;
+	EXPECT_EQ(-1, ioctl(self->fd, HGCLOCK_IOC_TRACK, &req));
+	EXPECT_EQ(EINVAL, errno);
+	req.reserved = 0;
+	req.size = 8;
+	EXPECT_EQ(-1, ioctl(self->fd, HGCLOCK_IOC_TRACK, &req));
+	EXPECT_EQ(EINVAL, errno);
+	EXPECT_EQ(-1, ioctl(self->fd, HGCLOCK_IOC_TRACK, NULL));
+	EXPECT_EQ(EFAULT, errno);
+
+	EXPECT_EQ(0, track(self->fd, gettid_(), HGCLOCK_TRACK_ADD));
+	EXPECT_EQ(-EEXIST, track(self->fd, gettid_(), HGCLOCK_TRACK_ADD));
+	EXPECT_EQ(0, track(self->fd, gettid_(), HGCLOCK_TRACK_REMOVE));
+	EXPECT_EQ(-ENOENT, track(self->fd, gettid_(), HGCLOCK_TRACK_REMOVE));
+}
+
+/* Moving a tracked thread yields exactly our moves, in order. */
+TEST_F(track, migrations_match_moves)
+{
+	int moves[40], i, nmig = 0, seen = 0;
+	pid_t tid = gettid_();
+
+	if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
+		SKIP(return, "needs two CPUs");
+	pin(0);
+	ASSERT_EQ(0, track(self->fd, tid, HGCLOCK_TRACK_ADD));
+	for (i = 0; i < 40; i++) {
+		moves[i] = (i + 1) % 2;
+		pin(moves[i]);
+		ASSERT_EQ(moves[i], sched_getcpu());
+	}
+	ASSERT_EQ(0, track(self->fd, tid, HGCLOCK_TRACK_REMOVE));
+
+	self->c.tid = tid;
+	collect_all(_metadata, &self->map, &self->c);
+	for (i = 0; i < self->c.nr; i++) {
+		const struct rec_copy *r = &self->c.recs[i];
+
+		if (r->hdr.type == HGCLOCK_REC_VCPU_SEEN) {
+			seen++;
+			EXPECT_EQ(-1, r->seen.vcpu_id);
+			EXPECT_EQ(HGCLOCK_VCPU_MANUAL, r->seen.flags);
+			EXPECT_EQ(getpid(), r->seen.vm_pid);
+			EXPECT_EQ(0, r->seen.host_cpu);
+		}
+		if (r->hdr.type != HGCLOCK_REC_VCPU_MIGRATE)
+			continue;
+		ASSERT_GT(40, nmig);
+		EXPECT_EQ(moves[nmig], r->migrate.to_cpu);
+		EXPECT_EQ(nmig ? moves[nmig - 1] : 0, r->migrate.from_cpu);
+		EXPECT_EQ(-1, r->migrate.vcpu_id);
+		nmig++;
+	}
+	EXPECT_EQ(1, seen);
+	EXPECT_EQ(40, nmig);
+	/* The last record is the EXIT of the untrack. */
+	ASSERT_LT(0, self->c.nr);
+	EXPECT_EQ(HGCLOCK_REC_VCPU_EXIT, self->c.recs[self->c.nr - 1].hdr.type);
+}
+
+/* RUN and STOP alternate per CPU and say where the thread ran. */
+TEST_F(track, run_stop_records)
+{
+	pid_t tid = gettid_();
+	int i, runs = 0, stops = 0, running_on = -1;
+
+	pin(0);
+	ASSERT_EQ(0, track(self->fd, tid, HGCLOCK_TRACK_ADD));
+	for (i = 0; i < 20; i++)
+		usleep(1000);	/* each sleep: a STOP, then a RUN */
+	ASSERT_EQ(0, track(self->fd, tid, HGCLOCK_TRACK_REMOVE));
+
+	self->c.tid = tid;
+	collect_all(_metadata, &self->map, &self->c);
+	for (i = 0; i < self->c.nr; i++) {
+		const struct rec_copy *r = &self->c.recs[i];
+
+		if (r->hdr.type == HGCLOCK_REC_VCPU_RUN) {
+			EXPECT_EQ(-1, running_on);
+			EXPECT_EQ(0, r->hdr.cpu);
+			running_on = r->hdr.cpu;
+			runs++;
+		} else if (r->hdr.type == HGCLOCK_REC_VCPU_STOP) {
+			/* The first STOP may come before any RUN we saw. */
+			if (runs)
+				EXPECT_EQ(0, running_on);
+			EXPECT_EQ(0, r->hdr.cpu);
+			running_on = -1;
+			stops++;
+		}
+	}
+	EXPECT_LE(20, runs);
+	EXPECT_LE(20, stops);
+}
+
+static void *mover(void *arg)
+{
+	int i;
+
+	for (i = 0; i < 20; i++)
+		pin(i % 2);
+	*(pid_t *)arg = gettid_();
+	return NULL;
+}
+
+/* An untracked thread's migrations produce no record at all. */
+TEST_F(track, untracked_thread_is_silent)
+{
+	pid_t tid = 0;
+	pthread_t th;
+
+	if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
+		SKIP(return, "needs two CPUs");
+	ASSERT_EQ(0, pthread_create(&th, NULL, mover, &tid));
+	pthread_join(th, NULL);
+	ASSERT_NE(0, tid);
+	self->c.tid = tid;
+	collect_all(_metadata, &self->map, &self->c);
+	EXPECT_EQ(0, self->c.nr);
+}
+
+static void *tracked_exit(void *arg)
+{
+	int fd = *(int *)arg;
+
+	*(pid_t *)arg = gettid_();
+	if (track(fd, gettid_(), HGCLOCK_TRACK_ADD))
+		*(pid_t *)arg = -1;
+	return NULL;
+}
+
+/* A tracked thread that exits gives an EXIT record and leaves the list. */
+TEST_F(track, exit_record_and_list)
+{
+	struct hgclock_vcpu_info infos[16];
+	struct hgclock_list_vcpus list;
+	int arg = self->fd, i, exits = 0;
+	pthread_t th;
+
+	ASSERT_EQ(0, pthread_create(&th, NULL, tracked_exit, &arg));
+	pthread_join(th, NULL);
+	ASSERT_LT(0, arg);
+	self->c.tid = arg;
+	/*
+	 * pthread_join() returns when the thread clears its tid, a little
+	 * before do_exit() reaches sched_process_exit: give it a moment.
+	 */
+	for (int tries = 0; tries < 100 && !exits; tries++) {
+		collect_all(_metadata, &self->map, &self->c);
+		for (i = 0; i < self->c.nr; i++)
+			if (self->c.recs[i].hdr.type == HGCLOCK_REC_VCPU_EXIT)
+				exits++;
+		if (!exits)
+			usleep(10000);
+	}
+	EXPECT_EQ(1, exits);
+	EXPECT_EQ(HGCLOCK_REC_VCPU_EXIT, self->c.recs[self->c.nr - 1].hdr.type);
+
+	/* Now list: only our own thread once tracked. */
+	pin(1 % sysconf(_SC_NPROCESSORS_ONLN));
+	ASSERT_EQ(0, track(self->fd, gettid_(), HGCLOCK_TRACK_ADD));
+	memset(&list, 0, sizeof(list));
+	list.size = sizeof(list);
+	list.nr = 0;
+	EXPECT_EQ(-1, ioctl(self->fd, HGCLOCK_IOC_LIST_VCPUS, &list));
+	EXPECT_EQ(ENOSPC, errno);
+	EXPECT_LE(1, list.nr);
+	memset(infos, 0xcc, sizeof(infos));
+	list.nr = 16;
+	list.vcpus_ptr = (__u64)(uintptr_t)infos;
+	ASSERT_EQ(0, ioctl(self->fd, HGCLOCK_IOC_LIST_VCPUS, &list));
+	for (i = 0; i < (int)list.nr; i++) {
+		EXPECT_NE(arg, infos[i].tid);
+		if (infos[i].tid != gettid_())
+			continue;
+		EXPECT_EQ(-1, infos[i].vcpu_id);
+		EXPECT_EQ(HGCLOCK_VCPU_MANUAL, infos[i].flags);
+		EXPECT_EQ(sched_getcpu(), infos[i].host_cpu);
+		EXPECT_EQ(getpid(), infos[i].vm_pid);
+		exits = -100;
+	}
+	EXPECT_EQ(-100, exits);
+	list.size = 8;
+	EXPECT_EQ(-1, ioctl(self->fd, HGCLOCK_IOC_LIST_VCPUS, &list));
+	EXPECT_EQ(EINVAL, errno);
+}
+
+int main(int argc, char **argv)
+{
+	int fd = open(HGCLOCK_DEV_PATH, O_RDWR | O_CLOEXEC);
+
+	if (fd < 0) {
+		printf("TAP version 13\n1..1\nok 1 track_test # SKIP %s: %s\n",
+		       HGCLOCK_DEV_PATH, strerror(errno));
+		return KSFT_SKIP;
+	}
+	close(fd);
+	return test_harness_run(argc, argv);
+}
