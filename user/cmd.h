@@ -18,6 +18,7 @@ struct hgclock_cmd {
 int cmd_info(int argc, char **argv);
 int cmd_now(int argc, char **argv);
 int cmd_snapshots(int argc, char **argv);
+int cmd_vcpus(int argc, char **argv);
 
 /* util.c */
 extern const char *hgclock_prog;

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
@@ -92,6 +93,45 @@ int hgclock_read_all_cpus(int fd, struct hgclock_clock_sample *samples,
 		ret = -errno;
 	*nr = req.nr_samples;
 	return ret;
+}
+
+int hgclock_list_vcpus(int fd, struct hgclock_vcpu_info **infos, unsigned int *nr)
+{
+	struct hgclock_list_vcpus req;
+	unsigned int cap = 16;
+
+	*infos = NULL;
+	*nr = 0;
+	for (;;) {
+		struct hgclock_vcpu_info *buf = calloc(cap, sizeof(*buf));
+
+		if (!buf)
+			return -ENOMEM;
+		memset(&req, 0, sizeof(req));
+		req.size = sizeof(req);
+		req.nr = cap;
+		req.vcpus_ptr = (__u64)(uintptr_t)buf;
+		if (ioctl(fd, HGCLOCK_IOC_LIST_VCPUS, &req) == 0) {
+			*infos = buf;
+			*nr = req.nr;
+			return 0;
+		}
+		free(buf);
+		if (errno != ENOSPC)
+			return -errno;
+		cap = req.nr + 16;
+	}
+}
+
+int hgclock_track(int fd, int tid, int add)
+{
+	struct hgclock_track req;
+
+	memset(&req, 0, sizeof(req));
+	req.size = sizeof(req);
+	req.flags = add ? HGCLOCK_TRACK_ADD : HGCLOCK_TRACK_REMOVE;
+	req.tid = tid;
+	return ioctl(fd, HGCLOCK_IOC_TRACK, &req) ? -errno : 0;
 }
 
 const char *hgclock_role_name(uint32_t role)

@@ -43,6 +43,14 @@ int hgclock_read_clock(int fd, int cpu, struct hgclock_clock_sample *sample);
 int hgclock_read_all_cpus(int fd, struct hgclock_clock_sample *samples,
 			  unsigned int cap, unsigned int *nr);
 
+/*
+ * Every tracked thread: *@infos is malloc()ed (free() it), *@nr entries.
+ * Retries while the set grows between the two calls.
+ */
+int hgclock_list_vcpus(int fd, struct hgclock_vcpu_info **infos, unsigned int *nr);
+/* HGCLOCK_IOC_TRACK: @add 1 to track @tid, 0 to stop. */
+int hgclock_track(int fd, int tid, int add);
+
 /* Names of the HGCLOCK_ROLE_* values and HGCLOCK_CLK_* bits. */
 const char *hgclock_role_name(uint32_t role);
 /* Writes "flag,flag" names of @clock_flags into @buf; returns @buf. */

@@ -182,6 +182,18 @@ const char *hgclock_rec_name(unsigned int type)
 		return "cyc2ns";
 	case HGCLOCK_REC_TEST:
 		return "test";
+	case HGCLOCK_REC_VCPU_SEEN:
+		return "vcpu_seen";
+	case HGCLOCK_REC_VCPU_RUN:
+		return "vcpu_run";
+	case HGCLOCK_REC_VCPU_STOP:
+		return "vcpu_stop";
+	case HGCLOCK_REC_VCPU_MIGRATE:
+		return "vcpu_migrate";
+	case HGCLOCK_REC_VCPU_EXIT:
+		return "vcpu_exit";
+	case HGCLOCK_REC_TSC_OFFSET:
+		return "tsc_offset";
 	default:
 		return "unknown";
 	}
