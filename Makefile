@@ -21,7 +21,7 @@ USER_LDFLAGS := $(EXTRA_LDFLAGS)
 
 LIB_SRCS := user/libhgclock.c user/ring.c user/uclock.c
 TOOL_SRCS := user/hgclock.c user/util.c user/json.c \
-	user/cmd_info.c user/cmd_now.c user/cmd_snapshots.c user/cmd_vcpus.c
+	user/cmd_info.c user/cmd_now.c user/cmd_snapshots.c user/cmd_vcpus.c user/cmd_records.c
 LIB := $(BUILD)/user/libhgclock.a
 TOOL := $(BUILD)/user/hgclock
 

@@ -19,6 +19,7 @@ int cmd_info(int argc, char **argv);
 int cmd_now(int argc, char **argv);
 int cmd_snapshots(int argc, char **argv);
 int cmd_vcpus(int argc, char **argv);
+int cmd_records(int argc, char **argv);
 
 /* util.c */
 extern const char *hgclock_prog;

@@ -17,6 +17,7 @@
 static const struct hgclock_cmd commands[] = {
 	{ "info", cmd_info, "show the module's clock setup and ABI" },
 	{ "now", cmd_now, "read the kernel's trace clocks (ftrace local/perf, TSC, POSIX)" },
+	{ "records", cmd_records, "print every record from the rings (tracking, snapshots)" },
 	{ "vcpus", cmd_vcpus, "list tracked vCPU threads: VM, vcpu_id, host CPU, TSC offset" },
 	{ "snapshots", cmd_snapshots, "print per-CPU TSC->sched_clock snapshots from the ring" },
 };

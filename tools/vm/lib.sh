@@ -240,7 +240,14 @@ vm_initramfs() {
 		mknod -m 600 root/dev/console c 5 1 2>/dev/null || true
 		cd root
 		find . | LC_ALL=C sort | cpio -o -H newc -R 0:0 --quiet >../out.cpio
-	) || { rm -rf "$tmp"; vm_msg "building initramfs for $ver failed"; return 1; }
+	)
+	# Not "( ... ) || ...": that would switch off set -e inside.
+	# shellcheck disable=SC2181
+	if [ $? -ne 0 ]; then
+		rm -rf "$tmp"
+		vm_msg "building initramfs for $ver failed"
+		return 1
+	fi
 	mv -f "$tmp/out.cpio" "$out"
 	rm -rf "$tmp"
 	echo "$out"
