@@ -80,7 +80,7 @@ $(BUILD)/bench/%: tools/bench/%.c $(LIB)
 unit: $(UNIT_TESTS)
 	@for t in $(UNIT_TESTS); do $$t || exit 1; done
 
-# The UAPI header must compile alone, as C90 and as C++.
+# The UAPI header must compile alone, as C90.
 headers-check:
 	echo '#include <linux/hgclock.h>' | $(CC) -std=c90 -pedantic -Wall -Werror \
 		-Iinclude/uapi -x c -fsyntax-only -

@@ -197,7 +197,14 @@ void hgclock_conv_read(struct hgclock_conversion *conv)
 		return;
 	}
 	conv->flags |= HGCLOCK_CONV_VALID;
-	conv->flags |= exact ? HGCLOCK_CONV_EXACT : HGCLOCK_CONV_DERIVED;
+	if (exact)
+		conv->flags |= HGCLOCK_CONV_EXACT;
+	else if (hg_source == HGCLOCK_SRC_DERIVED)
+		conv->flags |= HGCLOCK_CONV_DERIVED;
+	/*
+	 * kvm-clock without the stable bit: the parameters as KVM published
+	 * them, with no bound we can state (VALID alone).
+	 */
 	if (hgclock_sched_clock_stable()) {
 		conv->flags |= HGCLOCK_CONV_SCHED_CLOCK_STABLE;
 		if (hg_sched_clock_offset) {
@@ -255,6 +262,24 @@ static bool hg_verify(void (*read)(int cpu, struct hgclock_conversion *conv),
 	return true;
 }
 
+/*
+ * Only a TSC-based sched_clock can be derived: a fit whose brackets do not
+ * intersect says sched_clock is something else (jiffies, a paravirt clock
+ * we could not reach).  Interrupts disabled.
+ */
+static bool hg_derive_works(void)
+{
+	struct hgclock_conversion conv;
+	int i;
+
+	if (!boot_cpu_has(X86_FEATURE_TSC) || !tsc_khz)
+		return false;
+	for (i = 0; i < 4; i++)
+		if (!hg_derive(&conv))
+			return false;
+	return true;
+}
+
 static void hg_read_pvclock_void(int cpu, struct hgclock_conversion *conv)
 {
 	hg_read_pvclock(cpu, conv);
@@ -271,7 +296,7 @@ static void hg_choose_source(void *unused)
 		hg_source = HGCLOCK_SRC_PVCLOCK;
 		return;
 	}
-	if (boot_cpu_has(X86_FEATURE_TSC) && tsc_khz)
+	if (hg_derive_works())
 		hg_source = HGCLOCK_SRC_DERIVED;
 }
 
@@ -300,11 +325,11 @@ void hgclock_conv_init(void)
 	}
 	hg_sched_clock_offset = (u64 *)hgclock_ksym("__sched_clock_offset");
 
-	if (strcmp(conversion, "derived")) {
-		local_irq_disable();
+	local_irq_disable();
+	if (strcmp(conversion, "derived"))
 		hg_choose_source(NULL);
-		local_irq_enable();
-	} else if (boot_cpu_has(X86_FEATURE_TSC) && tsc_khz)
+	else if (hg_derive_works())
 		hg_source = HGCLOCK_SRC_DERIVED;
+	local_irq_enable();
 	pr_info("sched_clock conversion: %s\n", names[hg_source]);
 }

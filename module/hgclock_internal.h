@@ -48,7 +48,7 @@ int hgclock_snapshot_init(void);
 void hgclock_snapshot_exit(void);
 void hgclock_snapshot_set_period(u64 period_ns);
 u64 hgclock_snapshot_period(void);
-void hgclock_snapshot_all(u32 reason);
+unsigned int hgclock_snapshot_all(u32 reason);
 long hgclock_ioctl_snapshot(void __user *uarg);
 long hgclock_ioctl_produce(void __user *uarg);
 

@@ -9,7 +9,7 @@
  * it and reading back the address the kprobe resolved, then unregister.
  *
  * Everything found here is optional: a missing symbol only means the
- * conversion is reported as derived instead of exact (see clock.c), never
+ * conversion is reported as derived instead of exact (see conv.c), never
  * a failure to load.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt

@@ -41,6 +41,7 @@
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
+#include <linux/cpu.h>
 #include <linux/cpumask.h>
 #include <linux/irq_work.h>
 #include <linux/log2.h>
@@ -489,7 +490,9 @@ __poll_t hgclock_poll(struct file *file, struct poll_table_struct *wait)
 		slot = hg_meta_cpu_slot(ring->meta, cpu);
 		head = smp_load_acquire(&slot->head);
 		tail = READ_ONCE(ring->consumer[cpu]);
-		if (head - tail >= watermark || head - tail > ring->ring_size) {
+		/* A loss not yet reported in the stream: the reader must drain. */
+		if (head - tail >= watermark || head - tail > ring->ring_size ||
+		    READ_ONCE(ring->kcpu[cpu].lost_pending)) {
 			mask |= EPOLLIN | EPOLLRDNORM;
 			break;
 		}
@@ -514,10 +517,14 @@ static int hg_ring_replace(u64 ring_size)
 	if (old && (old->nr_ring_maps || old->nr_writer_maps ||
 		    old->nr_consumer_ro_maps))
 		return -EBUSY;
+	/* The online flags are a snapshot of the online mask: hold it still. */
+	cpus_read_lock();
 	ring = hg_ring_alloc(ring_size);
+	if (ring)
+		rcu_assign_pointer(hg_ring, ring);
+	cpus_read_unlock();
 	if (!ring)
 		return -ENOMEM;
-	rcu_assign_pointer(hg_ring, ring);
 	synchronize_rcu();
 	hg_ring_free(old);
 	return 0;
@@ -527,13 +534,12 @@ long hgclock_ioctl_ring_config(void __user *uarg)
 {
 	struct hgclock_ring_config cfg;
 	struct hg_ring *ring;
+	bool replaced = false;
 	long ret = 0;
-	u32 set;
 	int i;
 
 	if (copy_from_user(&cfg, uarg, sizeof(cfg)))
 		return -EFAULT;
-	set = cfg.flags;
 	if (cfg.size != sizeof(cfg) || (cfg.flags & ~HGCLOCK_CFG_FLAGS_ALL))
 		return -EINVAL;
 	for (i = 0; i < ARRAY_SIZE(cfg.reserved); i++)
@@ -562,6 +568,7 @@ long hgclock_ioctl_ring_config(void __user *uarg)
 		ret = hg_ring_replace(cfg.ring_size);
 		if (ret)
 			goto out;
+		replaced = true;
 		ring = rcu_dereference_protected(hg_ring, lockdep_is_held(&hg_ring_mutex));
 		if (!(cfg.flags & HGCLOCK_CFG_SET_WATERMARK))
 			WRITE_ONCE(hg_watermark, min(hg_watermark, ring->ring_size));
@@ -579,7 +586,7 @@ long hgclock_ioctl_ring_config(void __user *uarg)
 out:
 	mutex_unlock(&hg_ring_mutex);
 	/* A fresh ring starts with every CPU's conversion in it. */
-	if (!ret && (set & HGCLOCK_CFG_SET_RING_SIZE))
+	if (!ret && replaced)
 		hgclock_snapshot_all(HGCLOCK_SNAP_START);
 	if (!ret && copy_to_user(uarg, &cfg, sizeof(cfg)))
 		ret = -EFAULT;

@@ -7,8 +7,8 @@
  * are written to that CPU's ring and the conversion is republished in the
  * meta area for the zero-syscall clock.  They are taken:
  *
- *  - periodically (snapshot_period_ms, default 1 s), from a delayed work
- *    that IPIs every online CPU;
+ *  - periodically (snapshot_period_ms, default 1 s), from a pinned
+ *    hrtimer on each CPU;
  *  - when a CPU comes online (CPU hotplug callback, on that CPU);
  *  - on demand (HGCLOCK_IOC_SNAPSHOT);
  *  - and a snapshot whose conversion differs from the published one is
@@ -21,6 +21,7 @@
 
 #include <linux/cpu.h>
 #include <linux/cpuhotplug.h>
+#include <linux/hrtimer.h>
 #include <linux/capability.h>
 #include <linux/module.h>
 #include <linux/sched.h>
@@ -46,11 +47,26 @@ static u64 hg_period_ns;		/* 0: periodic snapshots off */
 static enum cpuhp_state hg_cpuhp_state;
 static bool hg_started;			/* hotplug callbacks after setup */
 
-static void hg_periodic_fn(struct work_struct *work);
-static DECLARE_DELAYED_WORK(hg_periodic_work, hg_periodic_fn);
+/*
+ * Periodic snapshots come from a pinned hrtimer on each CPU, so that no
+ * CPU ever has to interrupt another for them (an IPI to a CPU that is
+ * running a guest costs that guest a VM exit).  Each timer is started and
+ * cancelled on its own CPU: by the hotplug callbacks, and by
+ * hgclock_snapshot_set_period() through on_each_cpu().  HARD: expire in
+ * hard interrupt context on PREEMPT_RT too; the snapshot path takes no
+ * lock.
+ */
+static DEFINE_PER_CPU(struct hrtimer, hg_snap_timer);
 
-/* Interrupts disabled, on the CPU described. */
-static void hg_snapshot_this_cpu(u32 reason)
+/* Slots of untracked threads are recycled from here (process context). */
+static void hg_maint_fn(struct work_struct *work);
+static DECLARE_DELAYED_WORK(hg_maint_work, hg_maint_fn);
+
+/*
+ * Interrupts disabled, on the CPU described.  Returns whether the ring
+ * took the record.
+ */
+static bool hg_snapshot_this_cpu(u32 reason)
 {
 	struct hgclock_rec_cyc2ns rec;
 	bool changed;
@@ -67,39 +83,67 @@ static void hg_snapshot_this_cpu(u32 reason)
 	hgclock_ring_publish_conv(&rec.conv, &changed);
 	rec.reason = changed ? HGCLOCK_SNAP_CHANGED : reason;
 	rec.seq = hgclock_ring_next_snap_seq();
-	hgclock_ring_write(&rec.hdr);
+	return hgclock_ring_write(&rec.hdr);
 }
+
+struct hg_snap_req {
+	u32 reason;
+	atomic_t nr_written;
+};
 
 static void hg_snapshot_ipi(void *info)
 {
-	hg_snapshot_this_cpu((u32)(unsigned long)info);
+	struct hg_snap_req *req = info;
+
+	if (hg_snapshot_this_cpu(req->reason))
+		atomic_inc(&req->nr_written);
 }
 
-void hgclock_snapshot_all(u32 reason)
+/* Every online CPU; returns how many snapshots the rings took. */
+unsigned int hgclock_snapshot_all(u32 reason)
 {
-	on_each_cpu(hg_snapshot_ipi, (void *)(unsigned long)reason, 1);
+	struct hg_snap_req req = { .reason = reason };
+
+	on_each_cpu(hg_snapshot_ipi, &req, 1);
+	return atomic_read(&req.nr_written);
 }
 
-static void hg_periodic_fn(struct work_struct *work)
+static enum hrtimer_restart hg_snap_timer_fn(struct hrtimer *timer)
 {
 	u64 period = READ_ONCE(hg_period_ns);
 
 	if (!period)
-		return;
-	hgclock_snapshot_all(HGCLOCK_SNAP_PERIODIC);
-	/* Process context: recycle slots of threads that stopped being tracked. */
+		return HRTIMER_NORESTART;
+	hg_snapshot_this_cpu(HGCLOCK_SNAP_PERIODIC);
+	hrtimer_forward_now(timer, ns_to_ktime(period));
+	return HRTIMER_RESTART;
+}
+
+/* On the timer's own CPU, interrupts disabled (IPI or hotplug). */
+static void hg_snap_timer_start(void *unused)
+{
+	struct hrtimer *timer = this_cpu_ptr(&hg_snap_timer);
+	u64 period = READ_ONCE(hg_period_ns);
+
+	if (period)
+		hrtimer_start(timer, ns_to_ktime(period), HRTIMER_MODE_REL_PINNED_HARD);
+	else
+		hrtimer_try_to_cancel(timer);
+}
+
+static void hg_maint_fn(struct work_struct *work)
+{
 	hgclock_track_reclaim();
-	schedule_delayed_work(&hg_periodic_work, nsecs_to_jiffies(period));
+	schedule_delayed_work(&hg_maint_work, HZ);
 }
 
 void hgclock_snapshot_set_period(u64 period_ns)
 {
 	WRITE_ONCE(hg_period_ns, period_ns);
-	if (period_ns)
-		mod_delayed_work(system_wq, &hg_periodic_work,
-				 nsecs_to_jiffies(period_ns));
-	else
-		cancel_delayed_work(&hg_periodic_work);
+	/* (Re)arm or stop each CPU's timer on that CPU. */
+	cpus_read_lock();
+	on_each_cpu(hg_snap_timer_start, NULL, 1);
+	cpus_read_unlock();
 }
 
 u64 hgclock_snapshot_period(void)
@@ -114,12 +158,15 @@ static int hg_cpu_online(unsigned int cpu)
 	local_irq_disable();
 	hg_snapshot_this_cpu(READ_ONCE(hg_started) ? HGCLOCK_SNAP_HOTPLUG :
 			     HGCLOCK_SNAP_START);
+	hg_snap_timer_start(NULL);
 	local_irq_enable();
 	return 0;
 }
 
+/* On @cpu, before it goes: its timer must not fire elsewhere. */
 static int hg_cpu_offline(unsigned int cpu)
 {
+	hrtimer_cancel(this_cpu_ptr(&hg_snap_timer));
 	hgclock_ring_set_online(cpu, false);
 	return 0;
 }
@@ -139,14 +186,14 @@ long hgclock_ioctl_snapshot(void __user *uarg)
 
 	cpus_read_lock();
 	if (req.flags & HGCLOCK_SNAPSHOT_ALL_CPUS) {
-		hgclock_snapshot_all(HGCLOCK_SNAP_IOCTL);
-		req.nr_written = num_online_cpus();
+		req.nr_written = hgclock_snapshot_all(HGCLOCK_SNAP_IOCTL);
 	} else if (req.cpu >= nr_cpu_ids || !cpu_online(req.cpu)) {
 		ret = -EINVAL;
 	} else {
-		smp_call_function_single(req.cpu, hg_snapshot_ipi,
-					 (void *)(unsigned long)HGCLOCK_SNAP_IOCTL, 1);
-		req.nr_written = 1;
+		struct hg_snap_req one = { .reason = HGCLOCK_SNAP_IOCTL };
+
+		smp_call_function_single(req.cpu, hg_snapshot_ipi, &one, 1);
+		req.nr_written = atomic_read(&one.nr_written);
 	}
 	cpus_read_unlock();
 	if (!ret && copy_to_user(uarg, &req, sizeof(req)))
@@ -233,11 +280,19 @@ long hgclock_ioctl_produce(void __user *uarg)
 
 int hgclock_snapshot_init(void)
 {
+	unsigned int cpu;
 	int ret;
 
+	for_each_possible_cpu(cpu) {
+		hrtimer_init(per_cpu_ptr(&hg_snap_timer, cpu), CLOCK_MONOTONIC,
+			     HRTIMER_MODE_REL_PINNED_HARD);
+		per_cpu_ptr(&hg_snap_timer, cpu)->function = hg_snap_timer_fn;
+	}
+	WRITE_ONCE(hg_period_ns, (u64)snapshot_period_ms * NSEC_PER_MSEC);
 	/*
 	 * Registering runs hg_cpu_online() on every online CPU: the START
-	 * snapshots.  Later calls are real hotplug events.
+	 * snapshots, and each CPU's timer.  Later calls are real hotplug
+	 * events.
 	 */
 	ret = cpuhp_setup_state(CPUHP_AP_ONLINE_DYN, "hgclock:online",
 				hg_cpu_online, hg_cpu_offline);
@@ -245,13 +300,18 @@ int hgclock_snapshot_init(void)
 		return ret;
 	hg_cpuhp_state = ret;
 	WRITE_ONCE(hg_started, true);
-	hgclock_snapshot_set_period((u64)snapshot_period_ms * NSEC_PER_MSEC);
+	schedule_delayed_work(&hg_maint_work, HZ);
 	return 0;
 }
 
 void hgclock_snapshot_exit(void)
 {
+	unsigned int cpu;
+
 	WRITE_ONCE(hg_period_ns, 0);
-	cancel_delayed_work_sync(&hg_periodic_work);
+	cancel_delayed_work_sync(&hg_maint_work);
+	/* Runs hg_cpu_offline() on every online CPU: their timers stop. */
 	cpuhp_remove_state(hg_cpuhp_state);
+	for_each_possible_cpu(cpu)
+		hrtimer_cancel(per_cpu_ptr(&hg_snap_timer, cpu));
 }

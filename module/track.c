@@ -79,6 +79,7 @@ static unsigned long *hg_tid_bitmap;	/* PID_MAX_LIMIT bits */
 static DEFINE_RAW_SPINLOCK(hg_track_lock);
 static DEFINE_MUTEX(hg_attach_mutex);	/* probe (un)registration */
 static bool hg_kvm_attached;
+static bool hg_table_full;		/* insert failed; cleared by reclaim */
 static bool hg_sched_attached;
 
 static inline bool hg_tid_tracked(pid_t tid)
@@ -156,8 +157,10 @@ void hgclock_track_reclaim(void)
 	for (i = 0; i < HG_MAX_TRACKED; i++)
 		if (READ_ONCE(hg_slots[i].state) == HG_SLOT_DEAD)
 			any = true;
-	if (!any)
+	if (!any) {
+		WRITE_ONCE(hg_table_full, false);
 		return;
+	}
 	/* Every probe that could still hold a DEAD slot has returned. */
 	synchronize_rcu();
 	raw_spin_lock_irq(&hg_track_lock);
@@ -165,6 +168,7 @@ void hgclock_track_reclaim(void)
 		if (hg_slots[i].state == HG_SLOT_DEAD)
 			hg_slots[i].state = HG_SLOT_FREE;
 	raw_spin_unlock_irq(&hg_track_lock);
+	WRITE_ONCE(hg_table_full, false);
 }
 
 /* ---- records ---------------------------------------------------------- */
@@ -298,6 +302,9 @@ static void hg_probe_kvm_entry(void *data, struct kvm_vcpu *vcpu,
 	pid_t tid = current->pid;
 	struct hg_slot init, *slot;
 
+	/* A full table is not retried on every entry: reclaim clears it. */
+	if (unlikely(READ_ONCE(hg_table_full)) && !hg_tid_tracked(tid))
+		return;
 	if (likely(hg_tid_tracked(tid))) {
 		slot = hg_find(tid);
 		/* Scaling set after the first entry (KVM_SET_TSC_KHZ). */
@@ -323,6 +330,8 @@ static void hg_probe_kvm_entry(void *data, struct kvm_vcpu *vcpu,
 	slot = hg_insert(&init);
 	if (slot)
 		hg_emit_seen(slot, smp_processor_id());
+	else
+		WRITE_ONCE(hg_table_full, true);
 }
 
 static void hg_probe_kvm_write_tsc_offset(void *data, unsigned int vcpu_id,
@@ -480,16 +489,19 @@ bool hgclock_track_kvm_attached(void)
 
 /* ---- ioctls ----------------------------------------------------------- */
 
-/* The task with thread id @tid in the caller's pid namespace, referenced. */
-static struct task_struct *hg_get_task(pid_t tid)
+/*
+ * The task with thread id @tid, referenced: in the caller's pid namespace
+ * (@caller_ns) or in the initial one, where the table keeps its ids.
+ */
+static struct task_struct *hg_get_task(pid_t tid, bool caller_ns)
 {
-	struct pid *pid = find_get_pid(tid);
 	struct task_struct *task;
+	struct pid *pid;
 
-	if (!pid)
-		return NULL;
-	task = get_pid_task(pid, PIDTYPE_PID);
-	put_pid(pid);
+	rcu_read_lock();
+	pid = find_pid_ns(tid, caller_ns ? task_active_pid_ns(current) : &init_pid_ns);
+	task = pid ? get_pid_task(pid, PIDTYPE_PID) : NULL;
+	rcu_read_unlock();
 	return task;
 }
 
@@ -511,7 +523,7 @@ long hgclock_ioctl_track(void __user *uarg)
 		return -EINVAL;
 
 	hgclock_track_reclaim();
-	task = hg_get_task(req.tid);
+	task = hg_get_task(req.tid, true);
 	if (!task)
 		return -ENOENT;
 
@@ -583,7 +595,7 @@ long hgclock_ioctl_list_vcpus(void __user *uarg)
 
 	/* Where each one is now: outside RCU, a task lookup may sleep. */
 	for (i = 0; i < n; i++) {
-		struct task_struct *task = hg_get_task(infos[i].tid);
+		struct task_struct *task = hg_get_task(infos[i].tid, false);
 
 		infos[i].host_cpu = task ? task_cpu(task) : -1;
 		if (task)

@@ -17,11 +17,11 @@ else
 fi
 make -s user || exit 1
 
-spec=${HGCLOCK_DEMO_KERNEL:-}
-kver=$(ls /boot/vmlinuz-${spec}* 2>/dev/null | sed 's|^/boot/vmlinuz-||' |
-       grep -v -- '-rt-' | sort -V | tail -n 1)
-if [ -z "$kver" ]; then
-	echo "demo: no installed kernel${spec:+ matching $spec}: run tools/deps.sh" >&2
+# shellcheck source=tools/vm/lib.sh
+. tools/vm/lib.sh
+spec=${HGCLOCK_DEMO_KERNEL:-latest}
+if ! kver=$(vm_resolve_kernel "$spec"); then
+	echo "demo: no installed kernel matching '$spec': run tools/deps.sh" >&2
 	exit 1
 fi
 ko=$(tools/build-module.sh "/usr/src/linux-headers-$kver" "$build/module" | tail -n 1) || exit 1

@@ -105,8 +105,11 @@ static void info_text(const struct hgclock_info *info, const struct hgclock_map 
 	printf("clocksource:    %s\n", info->clocksource[0] ? info->clocksource : "(unknown)");
 	printf("hypervisor:     %s\n", info->hypervisor[0] ? info->hypervisor : "(none)");
 	printf("role:           %s\n", hgclock_role_name(info->role));
-	printf("snapshots:      every %llu ms\n",
-	       (unsigned long long)(info->snapshot_period_ns / 1000000));
+	if (info->snapshot_period_ns)
+		printf("snapshots:      every %llu ms\n",
+		       (unsigned long long)(info->snapshot_period_ns / 1000000));
+	else
+		printf("snapshots:      periodic snapshots off\n");
 	if (map)
 		ring_text(map);
 }

@@ -58,6 +58,8 @@ static int print_record(const struct hgclock_rec_header *rec, void *arg)
 			json_u64(ctx->json, "nr_lost", lost->nr_lost);
 			json_u64(ctx->json, "total_lost", lost->total_lost);
 			json_end_object(ctx->json);
+			if (ctx->json->depth == 0)
+				json_finish(ctx->json);
 		} else {
 			printf("cpu %u  LOST %llu records (total %llu) before sched_clock %llu\n",
 			       rec->cpu, (unsigned long long)lost->nr_lost,
@@ -97,6 +99,8 @@ static int print_record(const struct hgclock_rec_header *rec, void *arg)
 		json_string(w, "flags", flags);
 		json_end_object(w);
 		json_end_object(w);
+		if (w->depth == 0)	/* JSON Lines: one record a line */
+			json_finish(w);
 	} else {
 		printf("cpu %u  #%-5llu %-8s tsc %llu  sched_clock %llu  local_clock %llu\n"
 		       "        mult %u shift %u offset %lld tsc_base %llu pre_shift %d"
@@ -138,7 +142,8 @@ static void snapshots_usage(FILE *out)
 		"Prints per-CPU clock snapshots (TSC, sched_clock, local_clock and the\n"
 		"TSC->sched_clock conversion) from the ring.  By default asks for a fresh\n"
 		"snapshot of every CPU first and skips what was queued before; --all\n"
-		"prints the queued records too.  --follow keeps printing until interrupted.\n");
+		"prints the queued records too.  --follow keeps printing until interrupted;\n"
+		"with --json it prints one JSON object per line (JSON Lines).\n");
 }
 
 int cmd_snapshots(int argc, char **argv)
@@ -202,10 +207,12 @@ int cmd_snapshots(int argc, char **argv)
 		ret = HGCLOCK_EXIT_FAILURE;
 		goto out;
 	}
+	/* One array when the output ends; JSON Lines when it never does. */
 	if (json) {
 		json_init(&w, stdout, !follow);
 		ctx.json = &w;
-		json_begin_array(&w, NULL);
+		if (!follow)
+			json_begin_array(&w, NULL);
 	}
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
@@ -221,7 +228,7 @@ int cmd_snapshots(int argc, char **argv)
 		}
 		ret = drain(&map, &ctx);
 	}
-	if (json) {
+	if (json && !follow) {
 		json_end_array(&w);
 		json_finish(&w);
 	}

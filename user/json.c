@@ -139,6 +139,9 @@ void json_bool(struct json_writer *w, const char *key, bool value)
 
 void json_finish(struct json_writer *w)
 {
+	/* A new top-level value may follow (JSON Lines): no comma before it. */
+	if (w->depth == 0)
+		w->need_comma[0] = false;
 	fputc('\n', w->out);
 	fflush(w->out);
 }

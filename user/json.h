@@ -29,7 +29,7 @@ void json_string(struct json_writer *w, const char *key, const char *value);
 void json_u64(struct json_writer *w, const char *key, uint64_t value);
 void json_i64(struct json_writer *w, const char *key, int64_t value);
 void json_bool(struct json_writer *w, const char *key, bool value);
-/* Ends the document with a newline. */
+/* Ends a top-level value with a newline; another may follow (JSON Lines). */
 void json_finish(struct json_writer *w);
 
 #endif /* HGCLOCK_JSON_H */

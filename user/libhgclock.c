@@ -26,7 +26,7 @@ const char *hgclock_open_hint(int err)
 	case ENXIO:
 	case ENODEV:
 		return HGCLOCK_DEV_PATH " does not exist: load the module first "
-		       "(insmod hgclock.ko, or modprobe hgclock after make install)";
+		       "(insmod build/module/$(uname -r)/hgclock.ko from the source tree)";
 	case EACCES:
 	case EPERM:
 		return HGCLOCK_DEV_PATH " is not accessible: run as root or as a "

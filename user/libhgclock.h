@@ -15,7 +15,7 @@
 
 #define HGCLOCK_DEV_PATH "/dev/" HGCLOCK_DEVICE_NAME
 
-/* Exit statuses of the hgclock tool, documented in hgclock(1). */
+/* Exit statuses of the hgclock tool, documented in Documentation/tools.rst. */
 enum hgclock_exit {
 	HGCLOCK_EXIT_OK = 0,
 	HGCLOCK_EXIT_FAILURE = 1,	/* an operation failed */

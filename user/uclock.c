@@ -8,6 +8,7 @@
  * conversion under its sequence count, and apply it: the very value
  * sched_clock() would have returned for that TSC on that CPU.
  */
+#include <cpuid.h>
 #include <errno.h>
 #include <string.h>
 
@@ -34,6 +35,20 @@ static inline uint64_t hg_rdtscp(unsigned int *aux)
 	return ((uint64_t)hi << 32) | lo;
 }
 
+/* CPUID 0x80000001 EDX bit 27; asked once, the answer cannot change. */
+static int hg_have_rdtscp(void)
+{
+	static int have = -1;
+
+	if (have < 0) {
+		unsigned int eax, ebx, ecx, edx;
+
+		have = __get_cpuid(0x80000001, &eax, &ebx, &ecx, &edx) &&
+		       (edx & (1U << 27));
+	}
+	return have;
+}
+
 int hgclock_now_user(const struct hgclock_map *map, struct hgclock_now *now)
 {
 	const struct hgclock_meta_cpu *slot;
@@ -42,6 +57,9 @@ int hgclock_now_user(const struct hgclock_map *map, struct hgclock_now *now)
 	uint32_t seq;
 	uint64_t tsc;
 
+	/* Without RDTSCP the TSC and the CPU cannot be read together. */
+	if (!hg_have_rdtscp())
+		return -ENODATA;
 	for (tries = 0; tries < 100; tries++) {
 		tsc = hg_rdtscp(&aux);
 		cpu = aux & 0xfff;

@@ -97,4 +97,23 @@ TEST(pretty)
 	free(c.buf);
 }
 
+TEST(json_lines)
+{
+	struct json_writer w;
+	struct capture c;
+
+	cap_open(&c);
+	json_init(&w, c.f, false);
+	json_begin_object(&w, NULL);
+	json_u64(&w, "a", 1);
+	json_end_object(&w);
+	json_finish(&w);
+	json_begin_object(&w, NULL);
+	json_u64(&w, "a", 2);
+	json_end_object(&w);
+	json_finish(&w);
+	EXPECT_STREQ("{\"a\":1}\n{\"a\":2}\n", cap_close(&c));
+	free(c.buf);
+}
+
 TEST_HARNESS_MAIN

@@ -259,20 +259,22 @@ vm_initramfs() {
 #   VM_INITRD        initramfs path (required)
 #   VM_CONSOLE       file receiving ttyS0 (required)
 #   VM_ACCEL         tcg (default) or kvm
-#   VM_TCG_THREAD    multi (default) or single: one host thread for all
-#                    vCPUs
+#   VM_TCG_THREAD    single (default: one host thread for all vCPUs) or
+#                    multi (MTTCG; QEMU 7.2 runs guests that patch their
+#                    kernel text into "Oops: int3" there)
 #   VM_CPU           default: max for tcg, host for kvm
 #   VM_SMP, VM_MEM   default 2, 2048 (MiB)
 #   VM_APPEND        extra kernel command line
 #   VM_SHARES        array of "TAG=DIR" or "TAG=DIR:ro" 9p exports, in
 #                    addition to the read-only root ("hostroot")
 #   VM_QEMU_EXTRA    array of extra qemu arguments
+# Commas in paths are doubled, as qemu's option syntax wants.
 # The VM gets no network card and no display; ttyS0 is the kernel console.
 vm_qemu_cmd() {
 	local accel=${VM_ACCEL:-tcg} cpu=${VM_CPU:-} s tag dir ro
 
 	case $accel in
-	tcg) VM_QEMU=(-accel "tcg,thread=${VM_TCG_THREAD:-multi}"); cpu=${cpu:-max} ;;
+	tcg) VM_QEMU=(-accel "tcg,thread=${VM_TCG_THREAD:-single}"); cpu=${cpu:-max} ;;
 	kvm) VM_QEMU=(-accel kvm); cpu=${cpu:-host} ;;
 	*) vm_msg "unknown accelerator '$accel' (tcg or kvm)"; return 1 ;;
 	esac
@@ -281,7 +283,7 @@ vm_qemu_cmd() {
 		-cpu "$cpu" -smp "${VM_SMP:-2}" -m "${VM_MEM:-2048}"
 		-kernel "${VM_IMAGE:-/boot/vmlinuz-$VM_KVER}" -initrd "$VM_INITRD"
 		-append "console=ttyS0 quiet panic=-1 ${VM_APPEND:-}"
-		-chardev "file,id=con0,path=$VM_CONSOLE,append=on"
+		-chardev "file,id=con0,path=${VM_CONSOLE//,/,,},append=on"
 		-serial chardev:con0
 		-virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap)
 	for s in "${VM_SHARES[@]}"; do
@@ -291,10 +293,7 @@ vm_qemu_cmd() {
 		case $dir in
 		*:ro) dir=${dir%:ro}; ro=,readonly=on ;;
 		esac
-		case $dir in
-		*,*) vm_msg "9p share path must not contain ',': $dir"; return 1 ;;
-		esac
-		VM_QEMU+=(-virtfs "local,path=$dir,mount_tag=$tag,security_model=none,multidevs=remap$ro")
+		VM_QEMU+=(-virtfs "local,path=${dir//,/,,},mount_tag=$tag,security_model=none,multidevs=remap$ro")
 	done
 	VM_QEMU+=("${VM_QEMU_EXTRA[@]}")
 }

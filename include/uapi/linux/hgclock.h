@@ -175,6 +175,10 @@ struct hgclock_read_clock {
 #define HGCLOCK_META_MAGIC	0x48474331U	/* "HGC1" */
 
 /* hgclock_conversion.flags */
+/*
+ * VALID alone (neither EXACT nor DERIVED): the kernel's own parameters
+ * with no bound hgclock can state (kvm-clock without the stable bit).
+ */
 #define HGCLOCK_CONV_VALID		(1U << 0) /* the fields below mean something */
 #define HGCLOCK_CONV_EXACT		(1U << 1) /* reproduces sched_clock to the ns */
 #define HGCLOCK_CONV_DERIVED		(1U << 2) /* fitted: error within bound_ns */
@@ -412,7 +416,8 @@ struct hgclock_ring_config {
  * @size: sizeof(struct hgclock_snapshot).
  * @flags: HGCLOCK_SNAPSHOT_ALL_CPUS, or 0 for @cpu only.
  * @cpu: the CPU, without HGCLOCK_SNAPSHOT_ALL_CPUS (must be online).
- * @nr_written: out: snapshots written to the rings.
+ * @nr_written: out: snapshots the rings took (a full ring drops its
+ *	snapshot and counts it lost).
  * @reserved: zero.
  */
 struct hgclock_snapshot {
@@ -565,7 +570,8 @@ struct hgclock_rec_tsc_offset {
  * @reserved: zero.
  *
  * Tracks any thread as if it were a vCPU (vcpu_id -1): for hypervisors
- * other than KVM, and for tests.  EEXIST if tracked already, ENOENT if
+ * other than KVM, and for tests.  Removing a KVM vCPU thread lasts until
+ * its next VM entry, which discovers it again.  EEXIST if tracked already, ENOENT if
  * not tracked (remove) or no such thread, ENOSPC when the table is full.
  */
 struct hgclock_track {

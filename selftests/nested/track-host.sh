@@ -1,0 +1,96 @@
+# Host side of the vCPU tracking tests (tools/vm/nested HOST_SCRIPT),
+# sourced by tools/vm/nested-host in the host VM, with nested-lib.sh.
+# Prints TAP lines; returns non-zero on any failure.
+tool=$HGCLOCK_TOOL
+check=$(dirname "$HGCLOCK_TOOL")/../../selftests/nested/check_track.py
+recs=/tmp/records.jsonl
+
+# hgclock before kvm: KVM's tracepoints are attached when kvm.ko loads.
+if insmod "$HGCLOCK_KO"; then tap ok nested.insmod_before_kvm; else tap not-ok nested.insmod_before_kvm; return 1; fi
+"$tool" records --json --follow >"$recs" 2>/tmp/records.err &
+reader=$!
+sleep 0.5
+
+guest_start || { tap not-ok nested.guest_start; return 1; }
+if guest_wait GUEST-WAITING 300 >/dev/null; then
+	tap ok nested.guest_up
+else
+	tap not-ok nested.guest_up "guest never reached its script (infrastructure)"
+	tail -n 20 /tmp/guest-qemu.log | sed 's/^/# qemu: /'
+	return 125
+fi
+grep -q 'tracking KVM vCPUs' <(dmesg) && tap ok nested.kvm_attached_after_load ||
+	tap not-ok nested.kvm_attached_after_load
+
+# 1. Discovery: vcpu_id, thread and TSC values against qemu and debugfs.
+dbg=$(guest_debugfs)
+guest_vcpu_tids >/tmp/vcpu-tids
+"$tool" vcpus --json >/tmp/vcpus.json
+for v in "$dbg"/vcpu*; do
+	echo "${v##*/vcpu} $(cat "$v/tsc-offset") $(cat "$v/tsc-scaling-ratio" 2>/dev/null || echo -)"
+done >/tmp/debugfs-tsc
+python3 "$check" discovery /tmp/vcpus.json /tmp/vcpu-tids /tmp/debugfs-tsc "${dbg##*/}" "$HGCLOCK_GUEST_PID"
+[ $? -eq 0 ] && tap ok nested.discovery || tap not-ok nested.discovery
+
+# 2. Migrations: move vCPU 0's thread between the host CPUs; each move is
+# waited for (the thread's CPU in /proc changes), so the records must be
+# exactly these moves, in order.
+tid0=$(awk '$1 == 0 {print $2}' /tmp/vcpu-tids)
+t0=$("$tool" now --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["samples"][0]["tsc_before"])')
+# Field 39 of /proc/TID/stat, counted after the ")" closing the command
+# name ("CPU 0/KVM" has a space in it).
+thread_cpu() { sed 's/.*) //' "/proc/$1/stat" | awk '{print $37}'; }
+cur=$(thread_cpu "$tid0")
+moves=""
+for i in 1 2 3 4 5 6; do
+	to=$((1 - cur))
+	taskset -p -c "$to" "$tid0" >/dev/null
+	n=0
+	while [ "$(thread_cpu "$tid0")" != "$to" ] && [ $n -lt 100 ]; do
+		sleep 0.05
+		n=$((n + 1))
+	done
+	moves="$moves $to"
+	cur=$to
+done
+taskset -p -c 0-1 "$tid0" >/dev/null
+echo "# moved vCPU 0 (tid $tid0) to:$moves"
+
+# 3. A TSC write in the guest: an offset-change record, equal to debugfs.
+guest_send WRITE-TSC
+if guest_wait TSC-WRITTEN 120 >/dev/null; then tap ok nested.guest_tsc_write; else tap not-ok nested.guest_tsc_write; fi
+sleep 1
+cat "$dbg/vcpu0/tsc-offset" >/tmp/tsc-offset-after
+kill -INT $reader
+wait $reader
+python3 "$check" migrations "$recs" "$tid0" "$t0" $moves
+[ $? -eq 0 ] && tap ok nested.migrations_exact || tap not-ok nested.migrations_exact
+python3 "$check" tsc_write "$recs" "$tid0" "$(cat /tmp/tsc-offset-after)" "$HGCLOCK_GUEST_PID"
+[ $? -eq 0 ] && tap ok nested.tsc_offset_record || tap not-ok nested.tsc_offset_record
+python3 "$check" only_vcpus "$recs" /tmp/vcpu-tids
+[ $? -eq 0 ] && tap ok nested.untracked_silent || tap not-ok nested.untracked_silent
+
+# 4. Unload while the guest runs, then load again after kvm: the vCPUs
+# are found again.
+dmesg -C
+if rmmod hgclock; then tap ok nested.unload_while_guest_runs; else tap not-ok nested.unload_while_guest_runs; fi
+if insmod "$HGCLOCK_KO"; then tap ok nested.insmod_after_kvm; else tap not-ok nested.insmod_after_kvm; fi
+n=0
+until [ "$("$tool" vcpus --json | grep -c '"kvm": true')" -ge 2 ] || [ $n -ge 100 ]; do
+	sleep 0.1
+	n=$((n + 1))
+done
+[ $n -lt 100 ] && tap ok nested.rediscovered_after_reload || tap not-ok nested.rediscovered_after_reload
+"$tool" vcpus
+
+guest_send DONE
+guest_wait "guest: done" 120 >/dev/null
+guest_wait "HGCLOCK-GUEST-EXIT:" 120 >/dev/null
+sleep 1
+# The vCPU threads are gone: so are their table entries.
+n=$("$tool" vcpus --json | grep -c '"kvm": true')
+[ "$n" -eq 0 ] && tap ok nested.vcpu_exit_untracks || tap not-ok nested.vcpu_exit_untracks "$n left"
+rmmod hgclock && tap ok nested.rmmod || tap not-ok nested.rmmod
+errs=$(dmesg | grep -E 'WARNING:|BUG:|Oops|general protection|lockdep|KASAN|UBSAN|Call Trace')
+[ -z "$errs" ] && tap ok nested.dmesg_clean || { tap not-ok nested.dmesg_clean; echo "$errs" | sed 's/^/# /'; }
+[ $nested_failed -eq 0 ]
