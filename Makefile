@@ -34,7 +34,8 @@ TRACEFS_LIBS := $(shell pkg-config --libs libtracefs 2>/dev/null || echo -ltrace
 SELFTESTS := $(BUILD)/selftests/hgclock_test $(BUILD)/selftests/ring_test \
 	$(BUILD)/selftests/track_test
 UNIT_TESTS := $(BUILD)/unit/test_json $(BUILD)/unit/test_lib
-BENCHES := $(BUILD)/bench/bench_read_clock $(BUILD)/bench/bench_ring
+BENCHES := $(BUILD)/bench/bench_read_clock $(BUILD)/bench/bench_ring \
+	$(BUILD)/bench/bench_pingpong
 
 .PHONY: all module user selftests unit check demo bench clean headers-check
 

@@ -80,11 +80,18 @@ static DEFINE_RAW_SPINLOCK(hg_track_lock);
 static DEFINE_MUTEX(hg_attach_mutex);	/* probe (un)registration */
 static bool hg_kvm_attached;
 static bool hg_table_full;		/* insert failed; cleared by reclaim */
+static unsigned int hg_nr_live;		/* LIVE slots; under hg_track_lock */
 static bool hg_sched_attached;
 
 static inline bool hg_tid_tracked(pid_t tid)
 {
 	return (unsigned int)tid < PID_MAX_LIMIT && test_bit(tid, hg_tid_bitmap);
+}
+
+/* Nothing tracked at all: the scheduler probes stop at one load. */
+static inline bool hg_none_tracked(void)
+{
+	return !READ_ONCE(hg_nr_live);
 }
 
 /* Lockless: callers run with preemption disabled (RCU read side). */
@@ -130,6 +137,7 @@ static struct hg_slot *hg_insert(const struct hg_slot *init)
 	if (i >= hg_slots_used)
 		smp_store_release(&hg_slots_used, i + 1);
 	set_bit(init->tid, hg_tid_bitmap);
+	WRITE_ONCE(hg_nr_live, hg_nr_live + 1);
 out:
 	raw_spin_unlock_irqrestore(&hg_track_lock, irqflags);
 	return slot;
@@ -144,6 +152,7 @@ static void hg_remove(struct hg_slot *slot)
 	if (slot->state == HG_SLOT_LIVE) {
 		clear_bit(slot->tid, hg_tid_bitmap);
 		smp_store_release(&slot->state, HG_SLOT_DEAD);
+		WRITE_ONCE(hg_nr_live, hg_nr_live - 1);
 	}
 	raw_spin_unlock_irqrestore(&hg_track_lock, irqflags);
 }
@@ -218,6 +227,8 @@ static void hg_probe_sched_switch(void *data, bool preempt,
 {
 	struct hg_slot *slot;
 
+	if (likely(hg_none_tracked()))
+		return;
 	if (unlikely(hg_tid_tracked(prev->pid))) {
 		slot = hg_find(prev->pid);
 		if (slot)
@@ -237,7 +248,7 @@ static void hg_probe_sched_migrate_task(void *data, struct task_struct *p,
 	unsigned long irqflags;
 	struct hg_slot *slot;
 
-	if (likely(!hg_tid_tracked(p->pid)))
+	if (likely(hg_none_tracked() || !hg_tid_tracked(p->pid)))
 		return;
 	slot = hg_find(p->pid);
 	if (!slot)
@@ -260,7 +271,7 @@ static void hg_probe_sched_process_exit(void *data, struct task_struct *p)
 {
 	struct hg_slot *slot;
 
-	if (likely(!hg_tid_tracked(p->pid)))
+	if (likely(hg_none_tracked() || !hg_tid_tracked(p->pid)))
 		return;
 	slot = hg_find(p->pid);
 	if (!slot)

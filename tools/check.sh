@@ -105,6 +105,33 @@ for series in ${HGCLOCK_KERNELS:-6.1 6.12}; do
 	done
 done
 
+# The nested host/guest testbed: one boot per kernel series runs all the
+# nested tests (a KVM guest inside the TCG host VM takes a minute to boot).
+# A guest that never comes up is infrastructure: retried once.
+for series in ${HGCLOCK_NESTED_KERNELS:-${HGCLOCK_KERNELS:-6.1 6.12}}; do
+	kver=$(resolve_kernel "$series")
+	[ -n "$kver" ] && [ -f "$build/module/$kver/hgclock.ko" ] || continue
+	name="nested_${series}"
+	for attempt in 1 2; do
+		note "nested KVM host and guest on $kver (attempt $attempt)"
+		tools/vm/nested --kernel "$kver" --timeout 900 -- \
+			selftests/nested/track-host.sh selftests/nested/track-guest.sh \
+			>"$log_dir/$name.out" 2>&1
+		rc=$?
+		grep -q '^ok [0-9]* nested.guest_up' "$log_dir/$name.out" && break
+		[ $attempt -eq 1 ] && note "the guest did not come up; retrying"
+	done
+	grep -v '^guest| \[' "$log_dir/$name.out" |
+		sed "s/^\(\(not \)\?ok [0-9]*\) /\1 $name: /" | tee -a "$tap_log"
+	if ! grep -q '^ok [0-9]* nested.guest_up' "$log_dir/$name.out"; then
+		own not-ok "$name" "infrastructure: the nested guest never came up (twice)"
+	elif [ $rc -eq 0 ]; then
+		own ok "$name"
+	else
+		own not-ok "$name" "exit status $rc"
+	fi
+done
+
 passed=$(grep -E '^ok [0-9]+' "$tap_log" | grep -vc '# SKIP')
 skipped=$(grep -E '^ok [0-9]+' "$tap_log" | grep -c '# SKIP')
 failed=$(grep -cE '^not ok [0-9]+' "$tap_log")

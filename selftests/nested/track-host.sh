@@ -16,7 +16,7 @@ if guest_wait GUEST-WAITING 300 >/dev/null; then
 	tap ok nested.guest_up
 else
 	tap not-ok nested.guest_up "guest never reached its script (infrastructure)"
-	tail -n 20 /tmp/guest-qemu.log | sed 's/^/# qemu: /'
+	tail -n 20 "$HGCLOCK_GUEST_QEMU_LOG" | sed 's/^/# qemu: /'
 	return 125
 fi
 grep -q 'tracking KVM vCPUs' <(dmesg) && tap ok nested.kvm_attached_after_load ||

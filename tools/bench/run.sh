@@ -25,12 +25,14 @@ for series in ${HGCLOCK_KERNELS:-6.1 6.12}; do
 	ko=$(tools/build-module.sh "/usr/src/linux-headers-$kver" "$build/module" | tail -n 1) || exit 1
 	echo "== kernel $kver (tsc=reliable)"
 	tools/vm/run --kernel "$kver" --append tsc=reliable --timeout 900 -- "
-		set -o pipefail
 		insmod '$ko' || exit 1
 		rc=0
-		'$build/bench/bench_read_clock' | sed 's/^BENCH /BENCH $series./' || rc=1
-		'$build/bench/bench_ring' | sed 's/^BENCH /BENCH $series./' || rc=1
+		for b in bench_read_clock bench_ring; do
+			'$build'/bench/\$b >/tmp/\$b.out || rc=1
+			sed 's/^BENCH /BENCH $series./' /tmp/\$b.out
+		done
 		rmmod hgclock || rc=1
+		tools/bench/tracking.sh '$build' '$ko' '$series' || rc=1
 		exit \$rc" || status=1
 done
 exit $status

@@ -12,6 +12,7 @@
 #
 # Nothing here touches the kernel this script runs on.
 
+# shellcheck shell=bash
 VM_LIB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 # Bump when the initramfs layout changes in a way the hash can't see.
@@ -259,9 +260,8 @@ vm_initramfs() {
 #   VM_INITRD        initramfs path (required)
 #   VM_CONSOLE       file receiving ttyS0 (required)
 #   VM_ACCEL         tcg (default) or kvm
-#   VM_TCG_THREAD    single (default: one host thread for all vCPUs) or
-#                    multi (MTTCG; QEMU 7.2 runs guests that patch their
-#                    kernel text into "Oops: int3" there)
+#   VM_TCG_THREAD    multi (default: a host thread per vCPU) or single;
+#                    see "run --help" for the trade-off
 #   VM_CPU           default: max for tcg, host for kvm
 #   VM_SMP, VM_MEM   default 2, 2048 (MiB)
 #   VM_APPEND        extra kernel command line
@@ -274,10 +274,11 @@ vm_qemu_cmd() {
 	local accel=${VM_ACCEL:-tcg} cpu=${VM_CPU:-} s tag dir ro
 
 	case $accel in
-	tcg) VM_QEMU=(-accel "tcg,thread=${VM_TCG_THREAD:-single}"); cpu=${cpu:-max} ;;
+	tcg) VM_QEMU=(-accel "tcg,thread=${VM_TCG_THREAD:-multi}"); cpu=${cpu:-max} ;;
 	kvm) VM_QEMU=(-accel kvm); cpu=${cpu:-host} ;;
 	*) vm_msg "unknown accelerator '$accel' (tcg or kvm)"; return 1 ;;
 	esac
+	# shellcheck disable=SC2054 # commas belong to qemu's option syntax
 	VM_QEMU=(qemu-system-x86_64 -nodefaults -no-user-config -no-reboot
 		-display none -monitor none "${VM_QEMU[@]}"
 		-cpu "$cpu" -smp "${VM_SMP:-2}" -m "${VM_MEM:-2048}"

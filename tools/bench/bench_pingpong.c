@@ -1,0 +1,82 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Benchmark helper: context switches through a pipe ping-pong between
+ * two processes on one CPU (every round trip is two context switches).
+ * Prints the ns per round trip; tools/bench/tracking.sh runs it with the
+ * module absent, loaded, and loaded with both processes tracked, and
+ * prints the ratios.
+ *
+ *   bench_pingpong ROUNDS [track]
+ *
+ * With "track", both processes are tracked through HGCLOCK_IOC_TRACK (the
+ * probes' full path for a tracked thread: lookup and a record per switch).
+ */
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "libhgclock.h"
+
+static void pin0(void)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(0, &set);
+	sched_setaffinity(0, sizeof(set), &set);
+}
+
+int main(int argc, char **argv)
+{
+	long rounds = argc > 1 ? atol(argv[1]) : 20000, i;
+	int track = argc > 2 && !strcmp(argv[2], "track");
+	int ping[2], pong[2], fd = -1;
+	struct timespec t0, t1;
+	pid_t child;
+	char c = 0;
+
+	pin0();
+	if (pipe(ping) || pipe(pong))
+		return 1;
+	child = fork();
+	if (child < 0)
+		return 1;
+	if (child == 0) {
+		/* Only our ends: the parent's close() must reach us as EOF. */
+		close(ping[1]);
+		close(pong[0]);
+		for (;;) {
+			if (read(ping[0], &c, 1) != 1)
+				_exit(0);
+			if (write(pong[1], &c, 1) != 1)
+				_exit(1);
+		}
+	}
+	close(ping[0]);
+	close(pong[1]);
+	if (track) {
+		fd = hgclock_open(NULL);
+		if (fd < 0 || hgclock_track(fd, getpid(), 1) || hgclock_track(fd, child, 1)) {
+			fprintf(stderr, "bench_pingpong: cannot track (module loaded? root?)\n");
+			return 1;
+		}
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (i = 0; i < rounds; i++) {
+		if (write(ping[1], &c, 1) != 1 || read(pong[0], &c, 1) != 1)
+			return 1;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	close(ping[1]);
+	waitpid(child, NULL, 0);
+	if (fd >= 0) {
+		hgclock_track(fd, getpid(), 0);
+		close(fd);
+	}
+	printf("%.1f\n", ((t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec)) / rounds);
+	return 0;
+}
