@@ -55,11 +55,13 @@ def discovery(vcpus_json, tids_file, debugfs_file, vm_name, qemu_pid):
     print("# %d vCPUs match qemu's threads and debugfs" % len(vcpus))
 
 
-def migrations(recs_file, tid, t0, *moves):
-    tid, t0 = int(tid), int(t0)
+def migrations(recs_file, tid, t0, t1, *moves):
+    """Between host TSCs t0 and t1 the thread was pinned and moved only by
+    the test: its migration records must be exactly those moves."""
+    tid, t0, t1 = int(tid), int(t0), int(t1)
     moves = [int(m) for m in moves]
     recs = sorted((r for r in load_records(recs_file)
-                   if r["type"] == "vcpu_migrate" and r["tid"] == tid and r["tsc"] > t0),
+                   if r["type"] == "vcpu_migrate" and r["tid"] == tid and t0 < r["tsc"] < t1),
                   key=lambda r: r["tsc"])
     got = [r["to_cpu"] for r in recs]
     if got != moves:

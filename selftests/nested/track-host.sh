@@ -36,23 +36,31 @@ python3 "$check" discovery /tmp/vcpus.json /tmp/vcpu-tids /tmp/debugfs-tsc "${db
 # waited for (the thread's CPU in /proc changes), so the records must be
 # exactly these moves, in order.
 tid0=$(awk '$1 == 0 {print $2}' /tmp/vcpu-tids)
-t0=$("$tool" now --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["samples"][0]["tsc_before"])')
 # Field 39 of /proc/TID/stat, counted after the ")" closing the command
 # name ("CPU 0/KVM" has a space in it).
 thread_cpu() { sed 's/.*) //' "/proc/$1/stat" | awk '{print $37}'; }
-cur=$(thread_cpu "$tid0")
-moves=""
-for i in 1 2 3 4 5 6; do
-	to=$((1 - cur))
-	taskset -p -c "$to" "$tid0" >/dev/null
-	n=0
-	while [ "$(thread_cpu "$tid0")" != "$to" ] && [ $n -lt 100 ]; do
+host_tsc() { "$tool" now --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["samples"][0]["tsc_before"])'; }
+# move TID CPU: pin the thread to CPU and wait until it is there.
+move() {
+	local n=0
+	taskset -p -c "$2" "$1" >/dev/null
+	while [ "$(thread_cpu "$1")" != "$2" ] && [ $n -lt 100 ]; do
 		sleep 0.05
 		n=$((n + 1))
 	done
+}
+# Pinned where it is first: from then on, only our moves can move it.
+cur=$(thread_cpu "$tid0")
+move "$tid0" "$cur"
+t0=$(host_tsc)
+moves=""
+for i in 1 2 3 4 5 6; do
+	to=$((1 - cur))
+	move "$tid0" "$to"
 	moves="$moves $to"
 	cur=$to
 done
+t1=$(host_tsc)
 taskset -p -c 0-1 "$tid0" >/dev/null
 echo "# moved vCPU 0 (tid $tid0) to:$moves"
 
@@ -63,7 +71,7 @@ sleep 1
 cat "$dbg/vcpu0/tsc-offset" >/tmp/tsc-offset-after
 kill -INT $reader
 wait $reader
-python3 "$check" migrations "$recs" "$tid0" "$t0" $moves
+python3 "$check" migrations "$recs" "$tid0" "$t0" "$t1" $moves
 [ $? -eq 0 ] && tap ok nested.migrations_exact || tap not-ok nested.migrations_exact
 python3 "$check" tsc_write "$recs" "$tid0" "$(cat /tmp/tsc-offset-after)" "$HGCLOCK_GUEST_PID"
 [ $? -eq 0 ] && tap ok nested.tsc_offset_record || tap not-ok nested.tsc_offset_record
