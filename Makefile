@@ -19,9 +19,10 @@ USER_CFLAGS := -O2 -g -std=gnu11 -Wall -Wextra -Werror -Wshadow \
 	-Iinclude/uapi -Iuser $(EXTRA_CFLAGS)
 USER_LDFLAGS := $(EXTRA_LDFLAGS)
 
-LIB_SRCS := user/libhgclock.c user/ring.c user/uclock.c
+LIB_SRCS := user/libhgclock.c user/ring.c user/uclock.c user/corr.c
 TOOL_SRCS := user/hgclock.c user/util.c user/json.c \
-	user/cmd_info.c user/cmd_now.c user/cmd_snapshots.c user/cmd_vcpus.c user/cmd_records.c
+	user/cmd_info.c user/cmd_now.c user/cmd_snapshots.c user/cmd_vcpus.c user/cmd_records.c user/recprint.c \
+	user/cmd_record.c user/cmd_dump.c
 LIB := $(BUILD)/user/libhgclock.a
 TOOL := $(BUILD)/user/hgclock
 
@@ -33,11 +34,11 @@ TRACEFS_LIBS := $(shell pkg-config --libs libtracefs 2>/dev/null || echo -ltrace
 
 SELFTESTS := $(BUILD)/selftests/hgclock_test $(BUILD)/selftests/ring_test \
 	$(BUILD)/selftests/track_test
-UNIT_TESTS := $(BUILD)/unit/test_json $(BUILD)/unit/test_lib
+UNIT_TESTS := $(BUILD)/unit/test_json $(BUILD)/unit/test_lib $(BUILD)/unit/test_corr
 BENCHES := $(BUILD)/bench/bench_read_clock $(BUILD)/bench/bench_ring \
 	$(BUILD)/bench/bench_pingpong
 
-.PHONY: all module user selftests unit check demo bench clean headers-check
+.PHONY: all module user selftests unit check demo bench clean headers-check fuzz
 
 all: module user selftests
 
@@ -73,6 +74,20 @@ $(BUILD)/unit/test_json: selftests/unit/test_json.c user/json.c $(KSFT_HDR)
 $(BUILD)/unit/test_lib: selftests/unit/test_lib.c $(LIB) $(KSFT_HDR)
 	@mkdir -p $(dir $@)
 	$(CC) $(SELFTEST_CFLAGS) -o $@ selftests/unit/test_lib.c user/util.c $(LIB)
+
+$(BUILD)/unit/test_corr: selftests/unit/test_corr.c user/corr.c user/corr.h $(KSFT_HDR)
+	@mkdir -p $(dir $@)
+	$(CC) $(SELFTEST_CFLAGS) -o $@ selftests/unit/test_corr.c user/corr.c
+
+# The correlation file reader under libFuzzer, ASan and UBSan (clang).
+FUZZ_TIME ?= 20
+$(BUILD)/fuzz/fuzz_corr: selftests/fuzz/fuzz_corr.c user/corr.c user/corr.h
+	@mkdir -p $(dir $@)
+	clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+		-Iinclude/uapi -Iuser -o $@ selftests/fuzz/fuzz_corr.c user/corr.c
+
+fuzz: $(BUILD)/fuzz/fuzz_corr $(BUILD)/unit/test_corr
+	tools/fuzz.sh $(BUILD) $(FUZZ_TIME)
 
 $(BUILD)/bench/%: tools/bench/%.c $(LIB)
 	@mkdir -p $(dir $@)

@@ -20,6 +20,12 @@ int cmd_now(int argc, char **argv);
 int cmd_snapshots(int argc, char **argv);
 int cmd_vcpus(int argc, char **argv);
 int cmd_records(int argc, char **argv);
+int cmd_record(int argc, char **argv);
+int cmd_dump(int argc, char **argv);
+
+/* recprint.c: one record as text or a JSON object; @prefix opens it */
+struct hgclock_rec_header;
+void hg_print_record(const struct hgclock_rec_header *h, bool json, const char *prefix);
 
 /* util.c */
 extern const char *hgclock_prog;

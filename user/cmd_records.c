@@ -8,7 +8,6 @@
  */
 #include <errno.h>
 #include <getopt.h>
-#include <inttypes.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -32,105 +31,12 @@ struct rec_ctx {
 	unsigned long nr;
 };
 
-/* The fields every record has, then the type's own. */
 static int print_rec(const struct hgclock_rec_header *h, void *arg)
 {
 	struct rec_ctx *ctx = arg;
-	const char *sep = ctx->json ? ", " : " ";
-	const char *q = ctx->json ? "\"" : "";
 
 	ctx->nr++;
-	if (ctx->json)
-		printf("{\"type\": \"%s\", \"cpu\": %u, \"tsc\": %" PRIu64
-		       ", \"sched_clock_ns\": %" PRIu64,
-		       hgclock_rec_name(h->type), h->cpu, (uint64_t)h->tsc,
-		       (uint64_t)h->sched_clock_ns);
-	else
-		printf("%-12s cpu %u tsc %" PRIu64 " sched_clock %" PRIu64,
-		       hgclock_rec_name(h->type), h->cpu, (uint64_t)h->tsc,
-		       (uint64_t)h->sched_clock_ns);
-
-#define F(name, fmt, val) printf("%s%s%s%s%s" fmt, sep, q, name, q, ctx->json ? ": " : "=", val)
-	switch (h->type) {
-	case HGCLOCK_REC_LOST: {
-		const struct hgclock_rec_lost *r = (const void *)h;
-
-		F("nr_lost", "%" PRIu64, (uint64_t)r->nr_lost);
-		F("total_lost", "%" PRIu64, (uint64_t)r->total_lost);
-		break;
-	}
-	case HGCLOCK_REC_CYC2NS: {
-		const struct hgclock_rec_cyc2ns *r = (const void *)h;
-
-		F("reason", "%u", r->reason);
-		F("tsc_after", "%" PRIu64, (uint64_t)r->tsc_after);
-		F("local_clock_ns", "%" PRIu64, (uint64_t)r->local_clock_ns);
-		F("mult", "%u", r->conv.mult);
-		F("shift", "%u", r->conv.shift);
-		F("offset_ns", "%" PRIu64, (uint64_t)r->conv.offset_ns);
-		F("tsc_base", "%" PRIu64, (uint64_t)r->conv.tsc_base);
-		F("pre_shift", "%d", r->conv.pre_shift);
-		F("conv_flags", "%u", r->conv.flags);
-		F("local_offset_ns", "%" PRIu64, (uint64_t)r->conv.local_offset_ns);
-		F("bound_ns", "%" PRIu64, (uint64_t)r->conv.bound_ns);
-		break;
-	}
-	case HGCLOCK_REC_VCPU_SEEN: {
-		const struct hgclock_rec_vcpu_seen *r = (const void *)h;
-
-		F("tid", "%d", r->tid);
-		F("vm_pid", "%d", r->vm_pid);
-		F("vcpu_id", "%d", r->vcpu_id);
-		F("flags", "%u", r->flags);
-		if (ctx->json)
-			printf(", \"vm\": \"%.16s\"", r->vm_name);
-		else
-			printf(" vm=%.16s", r->vm_name[0] ? r->vm_name : "-");
-		F("tsc_offset", "%" PRIu64, (uint64_t)r->tsc_offset);
-		F("tsc_scaling_ratio", "%" PRIu64, (uint64_t)r->tsc_scaling_ratio);
-		F("tsc_frac_bits", "%u", r->tsc_frac_bits);
-		F("host_cpu", "%d", r->host_cpu);
-		break;
-	}
-	case HGCLOCK_REC_VCPU_RUN:
-	case HGCLOCK_REC_VCPU_STOP:
-	case HGCLOCK_REC_VCPU_EXIT: {
-		const struct hgclock_rec_vcpu *r = (const void *)h;
-
-		F("tid", "%d", r->tid);
-		F("vm_pid", "%d", r->vm_pid);
-		F("vcpu_id", "%d", r->vcpu_id);
-		break;
-	}
-	case HGCLOCK_REC_VCPU_MIGRATE: {
-		const struct hgclock_rec_vcpu_migrate *r = (const void *)h;
-
-		F("tid", "%d", r->tid);
-		F("vm_pid", "%d", r->vm_pid);
-		F("vcpu_id", "%d", r->vcpu_id);
-		F("from_cpu", "%d", r->from_cpu);
-		F("to_cpu", "%d", r->to_cpu);
-		break;
-	}
-	case HGCLOCK_REC_TSC_OFFSET: {
-		const struct hgclock_rec_tsc_offset *r = (const void *)h;
-
-		F("tid", "%d", r->tid);
-		F("vm_pid", "%d", r->vm_pid);
-		F("vcpu_id", "%d", r->vcpu_id);
-		F("flags", "%u", r->flags);
-		F("previous_offset", "%" PRIu64, (uint64_t)r->previous_offset);
-		F("next_offset", "%" PRIu64, (uint64_t)r->next_offset);
-		F("tsc_scaling_ratio", "%" PRIu64, (uint64_t)r->tsc_scaling_ratio);
-		F("tsc_frac_bits", "%u", r->tsc_frac_bits);
-		break;
-	}
-	default:
-		F("size", "%u", h->size);
-		break;
-	}
-#undef F
-	printf(ctx->json ? "}\n" : "\n");
+	hg_print_record(h, ctx->json, NULL);
 	return 0;
 }
 

@@ -17,6 +17,8 @@
 static const struct hgclock_cmd commands[] = {
 	{ "info", cmd_info, "show the module's clock setup and ABI" },
 	{ "now", cmd_now, "read the kernel's trace clocks (ftrace local/perf, TSC, POSIX)" },
+	{ "record", cmd_record, "record this host's clock data into a correlation file" },
+	{ "dump", cmd_dump, "print a correlation file (--json)" },
 	{ "records", cmd_records, "print every record from the rings (tracking, snapshots)" },
 	{ "vcpus", cmd_vcpus, "list tracked vCPU threads: VM, vcpu_id, host CPU, TSC offset" },
 	{ "snapshots", cmd_snapshots, "print per-CPU TSC->sched_clock snapshots from the ring" },

@@ -1,0 +1,242 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * hgclock record -o FILE [--duration SEC] [--period MS]: records this
+ * host's clock data into a correlation file: the module's INFO, then every
+ * record of every CPU's ring (CYC2NS snapshots, vCPU tracking, KVM TSC
+ * offset changes, losses) as it arrives, until the duration ends or
+ * SIGINT/SIGTERM.  Then it drains what is left, writes the END section and
+ * closes: the file is valid up to its last section at any time, and
+ * complete after a clean stop.  A status line is shown on a terminal.
+ *
+ * Pairing with guests (hgclock agent) is not built yet: this records the
+ * host side, which is what converts and annotates guest events once the
+ * guests' data joins it.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cmd.h"
+#include "corr.h"
+#include "libhgclock.h"
+
+static volatile sig_atomic_t stop;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	stop = 1;
+}
+
+/* Records of one drain, batched into one section. */
+struct batch {
+	uint8_t *buf;
+	size_t len, cap;
+	uint64_t nr, lost;
+};
+
+static int batch_add(const struct hgclock_rec_header *h, void *arg)
+{
+	struct batch *b = arg;
+
+	if (b->len + h->size > b->cap) {
+		size_t cap = b->cap ? b->cap * 2 : 1 << 16;
+		uint8_t *p;
+
+		while (cap < b->len + h->size)
+			cap *= 2;
+		p = realloc(b->buf, cap);
+		if (!p)
+			return -ENOMEM;
+		b->buf = p;
+		b->cap = cap;
+	}
+	memcpy(b->buf + b->len, h, h->size);
+	b->len += h->size;
+	b->nr++;
+	if (h->type == HGCLOCK_REC_LOST)
+		b->lost += ((const struct hgclock_rec_lost *)h)->nr_lost;
+	return 0;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void record_usage(FILE *out)
+{
+	fprintf(out,
+		"usage: hgclock record -o FILE [--duration SEC] [--period MS]\n"
+		"Records this host's clock data (per-CPU conversions, vCPU tracking,\n"
+		"KVM TSC offset changes) into a correlation file until SEC seconds\n"
+		"have passed or it is interrupted (Ctrl-C): the file is then complete.\n"
+		"--period sets the module's snapshot period while recording.\n");
+}
+
+int cmd_record(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "output", required_argument, NULL, 'o' },
+		{ "duration", required_argument, NULL, 'd' },
+		{ "period", required_argument, NULL, 'p' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	uint64_t duration_s = 0, period_ms = 0, total = 0, lost = 0;
+	struct hgclock_ring_config cfg, saved;
+	struct batch b = { 0 };
+	struct hgcor_writer w;
+	struct hgclock_info info;
+	struct hgclock_map map;
+	const char *out = NULL;
+	double start, last_status = 0;
+	bool tty = isatty(STDERR_FILENO), period_set = false;
+	char note[512];
+	int c, fd, ret, i;
+
+	while ((c = getopt_long(argc, argv, "o:d:p:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'o':
+			out = optarg;
+			break;
+		case 'd':
+			if (!parse_u64(optarg, 86400 * 365, &duration_s) || !duration_s) {
+				hg_err("--duration wants seconds, not '%s'", optarg);
+				return HGCLOCK_EXIT_USAGE;
+			}
+			break;
+		case 'p':
+			if (!parse_u64(optarg, 3600 * 1000, &period_ms) || !period_ms) {
+				hg_err("--period wants milliseconds (1 or more), not '%s'", optarg);
+				return HGCLOCK_EXIT_USAGE;
+			}
+			break;
+		case 'h':
+			record_usage(stdout);
+			return HGCLOCK_EXIT_OK;
+		default:
+			record_usage(stderr);
+			return HGCLOCK_EXIT_USAGE;
+		}
+	}
+	if (!out || optind != argc) {
+		if (!out)
+			hg_err("-o FILE is required");
+		record_usage(stderr);
+		return HGCLOCK_EXIT_USAGE;
+	}
+	fd = hg_open_device();
+	if (fd < 0)
+		return -fd;
+	ret = hgclock_get_info(fd, &info);
+	if (!ret)
+		ret = hgclock_map_open(fd, HGCLOCK_MAP_CONSUMER, &map);
+	if (ret) {
+		hg_err(ret == -EBUSY ? "another process is reading the ring" :
+		       "cannot map the ring: %s", strerror(-ret));
+		close(fd);
+		return HGCLOCK_EXIT_FAILURE;
+	}
+	ret = hgcor_create(&w, out);
+	if (ret) {
+		hg_err("%s: %s", out, strerror(-ret));
+		ret = HGCLOCK_EXIT_FAILURE;
+		goto out_map;
+	}
+	/* Start from now, with every CPU's conversion in the stream first. */
+	hgclock_ring_skip_all(&map);
+	if (period_ms) {
+		memset(&saved, 0, sizeof(saved));
+		memset(&cfg, 0, sizeof(cfg));
+		cfg.flags = HGCLOCK_CFG_SET_PERIOD;
+		cfg.snapshot_period_ns = period_ms * 1000000ull;
+		if (hgclock_ring_config(fd, &saved) || hgclock_ring_config(fd, &cfg))
+			hg_err("cannot set the snapshot period: %s", strerror(errno));
+		else
+			period_set = true;
+	}
+	hgclock_snapshot(fd, -1);
+
+	snprintf(note, sizeof(note), "hgclock record; host abi %u.%u",
+		 info.abi_major, info.abi_minor);
+	for (i = 0; i < argc; i++) {
+		size_t l = strlen(note);
+
+		snprintf(note + l, sizeof(note) - l, "%s%s", i ? " " : "; argv: ", argv[i]);
+	}
+	ret = hgcor_write_section(&w, HGCOR_SEC_HOST_INFO, 0, &info, sizeof(info));
+	if (!ret)
+		ret = hgcor_write_section(&w, HGCOR_SEC_NOTE, 0, note, strlen(note));
+
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+	start = now_s();
+	while (!ret) {
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		bool last = stop || (duration_s && now_s() - start >= duration_s);
+		unsigned int cpu;
+
+		/* Everything read is written before the next read. */
+		b.len = 0;
+		b.nr = 0;
+		b.lost = 0;
+		for (cpu = 0; cpu < map.meta->nr_cpus && !ret; cpu++) {
+			long n = hgclock_ring_consume(&map, cpu, batch_add, &b);
+
+			if (n < 0)
+				ret = (int)n;
+		}
+		if (ret) {
+			hg_err("reading the ring: %s", strerror(-ret));
+			break;
+		}
+		if (b.len)
+			ret = hgcor_write_section(&w, HGCOR_SEC_HOST_RECORDS, 0, b.buf, b.len);
+		if (ret) {
+			hg_err("%s: %s", out, strerror(-ret));
+			break;
+		}
+		total += b.nr;
+		lost += b.lost;
+		if (tty && (now_s() - last_status >= 1 || last)) {
+			last_status = now_s();
+			fprintf(stderr, "\rhgclock record: %.0f s, %llu records, %llu lost, %llu bytes  ",
+				last_status - start, (unsigned long long)total,
+				(unsigned long long)lost, (unsigned long long)w.bytes);
+		}
+		if (last)
+			break;
+		if (poll(&pfd, 1, 200) < 0 && errno != EINTR) {
+			ret = -errno;
+			hg_err("poll: %s", strerror(errno));
+		}
+	}
+	if (tty)
+		fputc('\n', stderr);
+	if (period_set) {
+		saved.flags = HGCLOCK_CFG_SET_PERIOD;
+		hgclock_ring_config(fd, &saved);
+	}
+	if (hgcor_close(&w) && !ret)
+		ret = -EIO;
+	if (!ret)
+		fprintf(stderr, "hgclock record: %s: %llu records (%llu lost in the kernel), %llu bytes\n",
+			out, (unsigned long long)total, (unsigned long long)lost,
+			(unsigned long long)w.bytes);
+	ret = ret ? HGCLOCK_EXIT_FAILURE : HGCLOCK_EXIT_OK;
+out_map:
+	free(b.buf);
+	hgclock_map_close(&map);
+	close(fd);
+	return ret;
+}

@@ -1,0 +1,291 @@
+// SPDX-License-Identifier: LGPL-2.1
+/*
+ * The correlation file: writer and validating reader.
+ *
+ * The reader works on a buffer holding the whole file and trusts nothing
+ * in it: every length is checked against what is left before it is used,
+ * every header and payload against its CRC, and a known section's content
+ * against its type, so a truncated, damaged or hostile file yields an
+ * error naming the offset, never a crash (a libFuzzer target checks this:
+ * selftests/fuzz/fuzz_corr.c).
+ */
+#include <errno.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <linux/hgclock.h>
+
+#include "corr.h"
+
+_Static_assert(sizeof(struct hgcor_file_header) == 64, "file header is 64 bytes");
+_Static_assert(sizeof(struct hgcor_section) == 24, "section header is 24 bytes");
+
+/* CRC-32 (IEEE 802.3, reflected 0xEDB88320), table built on first use. */
+uint32_t hgcor_crc32(uint32_t crc, const void *buf, size_t len)
+{
+	static uint32_t table[256];
+	const uint8_t *p = buf;
+	size_t i;
+
+	if (!table[1]) {
+		for (uint32_t n = 0; n < 256; n++) {
+			uint32_t c = n;
+
+			for (int k = 0; k < 8; k++)
+				c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+			table[n] = c;
+		}
+	}
+	crc = ~crc;
+	for (i = 0; i < len; i++)
+		crc = table[(crc ^ p[i]) & 0xff] ^ (crc >> 8);
+	return ~crc;
+}
+
+static uint32_t header_crc(const struct hgcor_file_header *h)
+{
+	struct hgcor_file_header copy = *h;
+
+	copy.header_crc = 0;
+	return hgcor_crc32(0, &copy, sizeof(copy));
+}
+
+/* ---- writing ---- */
+
+int hgcor_create(struct hgcor_writer *w, const char *path)
+{
+	struct hgcor_file_header h;
+	struct timespec ts;
+
+	memset(w, 0, sizeof(*w));
+	w->f = fopen(path, "wb");
+	if (!w->f)
+		return -errno;
+	memset(&h, 0, sizeof(h));
+	memcpy(h.magic, HGCOR_MAGIC, 8);
+	h.version_major = HGCOR_VERSION_MAJOR;
+	h.version_minor = HGCOR_VERSION_MINOR;
+	h.header_size = sizeof(h);
+	clock_gettime(CLOCK_REALTIME, &ts);
+	h.created_realtime_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	h.section_header_size = sizeof(struct hgcor_section);
+	h.header_crc = header_crc(&h);
+	if (fwrite(&h, sizeof(h), 1, w->f) != 1 || fflush(w->f)) {
+		int err = -errno;
+
+		fclose(w->f);
+		w->f = NULL;
+		return err ? err : -EIO;
+	}
+	w->bytes = sizeof(h);
+	return 0;
+}
+
+int hgcor_write_section2(struct hgcor_writer *w, uint32_t type, uint32_t flags,
+			 const void *p1, size_t l1, const void *p2, size_t l2)
+{
+	static const uint8_t zeros[8];
+	struct hgcor_section s;
+	size_t pad = (8 - (l1 + l2) % 8) % 8;
+
+	if (!w->f)
+		return -EBADF;
+	if (l1 + l2 > HGCOR_MAX_SECTION)
+		return -E2BIG;
+	memset(&s, 0, sizeof(s));
+	s.type = type;
+	s.flags = flags;
+	s.length = l1 + l2;
+	s.payload_crc = hgcor_crc32(hgcor_crc32(0, p1, l1), p2, l2);
+	s.header_crc = hgcor_crc32(0, &s, offsetof(struct hgcor_section, header_crc));
+	/*
+	 * One section is flushed whole before the next starts: a reader of a
+	 * file cut by a crash sees every section before the cut intact.
+	 */
+	if (fwrite(&s, sizeof(s), 1, w->f) != 1 ||
+	    (l1 && fwrite(p1, l1, 1, w->f) != 1) ||
+	    (l2 && fwrite(p2, l2, 1, w->f) != 1) ||
+	    (pad && fwrite(zeros, pad, 1, w->f) != 1) || fflush(w->f))
+		return errno ? -errno : -EIO;
+	w->nr_sections++;
+	w->bytes += sizeof(s) + l1 + l2 + pad;
+	return 0;
+}
+
+int hgcor_write_section(struct hgcor_writer *w, uint32_t type, uint32_t flags,
+			const void *payload, size_t len)
+{
+	return hgcor_write_section2(w, type, flags, payload, len, NULL, 0);
+}
+
+int hgcor_close(struct hgcor_writer *w)
+{
+	uint64_t n = w->nr_sections;
+	int ret, fd;
+
+	if (!w->f)
+		return -EBADF;
+	ret = hgcor_write_section(w, HGCOR_SEC_END, 0, &n, sizeof(n));
+	fd = fileno(w->f);
+	if (!ret && fsync(fd) && errno != EINVAL)
+		ret = -errno;
+	if (fclose(w->f) && !ret)
+		ret = -errno;
+	w->f = NULL;
+	return ret;
+}
+
+/* ---- reading ---- */
+
+const char *hgcor_strerror(int err)
+{
+	switch (err) {
+	case HGCOR_OK:
+		return "no error";
+	case HGCOR_E_SHORT:
+		return "file too short to be a correlation file";
+	case HGCOR_E_MAGIC:
+		return "not an hgclock correlation file (bad magic)";
+	case HGCOR_E_VERSION:
+		return "written by a newer hgclock (file format major version is newer)";
+	case HGCOR_E_HEADER:
+		return "file header is damaged";
+	case HGCOR_E_TRUNCATED:
+		return "file is truncated inside a section";
+	case HGCOR_E_SECTION_CRC:
+		return "a section header is damaged (CRC mismatch)";
+	case HGCOR_E_PAYLOAD_CRC:
+		return "a section's data is damaged (CRC mismatch)";
+	case HGCOR_E_TOO_BIG:
+		return "a section is larger than any hgclock writes";
+	case HGCOR_E_UNKNOWN:
+		return "a required section of an unknown type";
+	case HGCOR_E_CONTENT:
+		return "a section's content is malformed";
+	case HGCOR_E_NO_END:
+		return "file has no END section: the recording did not finish";
+	default:
+		return "unknown error";
+	}
+}
+
+int hgcor_open(struct hgcor_reader *r, const void *buf, size_t len)
+{
+	memset(r, 0, sizeof(*r));
+	r->buf = buf;
+	r->len = len;
+	if (len < sizeof(r->hdr))
+		return len >= 8 && memcmp(buf, HGCOR_MAGIC, 8) ? HGCOR_E_MAGIC : HGCOR_E_SHORT;
+	memcpy(&r->hdr, buf, sizeof(r->hdr));
+	if (memcmp(r->hdr.magic, HGCOR_MAGIC, 8))
+		return HGCOR_E_MAGIC;
+	if (r->hdr.version_major > HGCOR_VERSION_MAJOR)
+		return HGCOR_E_VERSION;
+	if (r->hdr.version_major != HGCOR_VERSION_MAJOR ||
+	    r->hdr.header_size < sizeof(r->hdr) || r->hdr.header_size > len ||
+	    r->hdr.header_size % 8 ||
+	    r->hdr.section_header_size != sizeof(struct hgcor_section) ||
+	    r->hdr.flags || r->hdr.header_crc != header_crc(&r->hdr))
+		return HGCOR_E_HEADER;
+	r->pos = r->hdr.header_size;
+	return HGCOR_OK;
+}
+
+int hgcor_walk_records(const uint8_t *p, size_t len, hgcor_rec_fn fn, void *ctx)
+{
+	size_t off = 0;
+
+	while (off < len) {
+		struct hgclock_rec_header h;
+
+		if (len - off < sizeof(h))
+			return HGCOR_E_CONTENT;
+		memcpy(&h, p + off, sizeof(h));
+		if (h.size < sizeof(h) || h.size % 8 || h.size > len - off ||
+		    h.type == HGCLOCK_REC_PAD)
+			return HGCOR_E_CONTENT;
+		if (fn) {
+			int ret = fn(p + off, h.size, ctx);
+
+			if (ret)
+				return ret;
+		}
+		off += h.size;
+	}
+	return HGCOR_OK;
+}
+
+/* Per type: the smallest payload and how its content is checked. */
+static int check_content(uint32_t type, const uint8_t *p, uint64_t len)
+{
+	switch (type) {
+	case HGCOR_SEC_HOST_INFO:
+		return len >= HGCLOCK_INFO_SIZE_VER0 ? HGCOR_OK : HGCOR_E_CONTENT;
+	case HGCOR_SEC_GUEST_INFO:
+		return len >= 8 + HGCLOCK_INFO_SIZE_VER0 ? HGCOR_OK : HGCOR_E_CONTENT;
+	case HGCOR_SEC_HOST_RECORDS:
+		return hgcor_walk_records(p, len, NULL, NULL);
+	case HGCOR_SEC_GUEST_RECORDS:
+		if (len < 8)
+			return HGCOR_E_CONTENT;
+		return hgcor_walk_records(p + 8, len - 8, NULL, NULL);
+	case HGCOR_SEC_NOTE:
+		return HGCOR_OK;
+	case HGCOR_SEC_END:
+		return len == 8 ? HGCOR_OK : HGCOR_E_CONTENT;
+	default:
+		return HGCOR_OK;
+	}
+}
+
+int hgcor_next(struct hgcor_reader *r, struct hgcor_view *v)
+{
+	struct hgcor_section s;
+	uint64_t padded;
+	int ret;
+
+	if (r->seen_end)
+		return 0;
+	if (r->pos == r->len)
+		return HGCOR_E_NO_END;
+	if (r->len - r->pos < sizeof(s))
+		return HGCOR_E_TRUNCATED;
+	memcpy(&s, r->buf + r->pos, sizeof(s));
+	if (s.header_crc != hgcor_crc32(0, &s, offsetof(struct hgcor_section, header_crc)))
+		return HGCOR_E_SECTION_CRC;
+	if (s.length > HGCOR_MAX_SECTION)
+		return HGCOR_E_TOO_BIG;
+	padded = (s.length + 7) & ~7ull;
+	if (padded > r->len - r->pos - sizeof(s))
+		return HGCOR_E_TRUNCATED;
+	v->type = s.type;
+	v->flags = s.flags;
+	v->offset = r->pos;
+	v->payload = r->buf + r->pos + sizeof(s);
+	v->length = s.length;
+	if (s.payload_crc != hgcor_crc32(0, v->payload, s.length))
+		return HGCOR_E_PAYLOAD_CRC;
+	/* Padding is zero: then every byte of the file is checked. */
+	for (uint64_t i = s.length; i < padded; i++)
+		if (v->payload[i])
+			return HGCOR_E_CONTENT;
+	if ((s.type == 0 || s.type > HGCOR_SEC_MAX) && !(s.flags & HGCOR_SEC_OPTIONAL))
+		return HGCOR_E_UNKNOWN;
+	ret = check_content(s.type, v->payload, s.length);
+	if (ret)
+		return ret;
+	if (s.type == HGCOR_SEC_END) {
+		uint64_t n;
+
+		memcpy(&n, v->payload, 8);
+		if (n != r->nr_sections)
+			return HGCOR_E_CONTENT;
+		r->seen_end = 1;
+	}
+	r->pos += sizeof(s) + padded;
+	r->nr_sections++;
+	return 1;
+}

@@ -1,0 +1,109 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Printing one ring record as a text line or a JSON object (one per line):
+ * shared by `hgclock records` (live rings) and `hgclock dump` (files).
+ */
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "cmd.h"
+#include "libhgclock.h"
+
+/* The fields every record has, then the type's own. */
+void hg_print_record(const struct hgclock_rec_header *h, bool json, const char *prefix)
+{
+	const char *sep = json ? ", " : " ";
+	const char *q = json ? "\"" : "";
+
+	if (json)
+		printf("{%s\"type\": \"%s\", \"cpu\": %u, \"tsc\": %" PRIu64
+		       ", \"sched_clock_ns\": %" PRIu64, prefix ? prefix : "",
+		       hgclock_rec_name(h->type), h->cpu, (uint64_t)h->tsc,
+		       (uint64_t)h->sched_clock_ns);
+	else
+		printf("%s%-12s cpu %u tsc %" PRIu64 " sched_clock %" PRIu64,
+		       prefix ? prefix : "", hgclock_rec_name(h->type), h->cpu,
+		       (uint64_t)h->tsc, (uint64_t)h->sched_clock_ns);
+
+#define F(name, fmt, val) printf("%s%s%s%s%s" fmt, sep, q, name, q, json ? ": " : "=", val)
+	switch (h->type) {
+	case HGCLOCK_REC_LOST: {
+		const struct hgclock_rec_lost *r = (const void *)h;
+
+		F("nr_lost", "%" PRIu64, (uint64_t)r->nr_lost);
+		F("total_lost", "%" PRIu64, (uint64_t)r->total_lost);
+		break;
+	}
+	case HGCLOCK_REC_CYC2NS: {
+		const struct hgclock_rec_cyc2ns *r = (const void *)h;
+
+		F("reason", "%u", r->reason);
+		F("tsc_after", "%" PRIu64, (uint64_t)r->tsc_after);
+		F("local_clock_ns", "%" PRIu64, (uint64_t)r->local_clock_ns);
+		F("mult", "%u", r->conv.mult);
+		F("shift", "%u", r->conv.shift);
+		F("offset_ns", "%" PRIu64, (uint64_t)r->conv.offset_ns);
+		F("tsc_base", "%" PRIu64, (uint64_t)r->conv.tsc_base);
+		F("pre_shift", "%d", r->conv.pre_shift);
+		F("conv_flags", "%u", r->conv.flags);
+		F("local_offset_ns", "%" PRIu64, (uint64_t)r->conv.local_offset_ns);
+		F("bound_ns", "%" PRIu64, (uint64_t)r->conv.bound_ns);
+		break;
+	}
+	case HGCLOCK_REC_VCPU_SEEN: {
+		const struct hgclock_rec_vcpu_seen *r = (const void *)h;
+
+		F("tid", "%d", r->tid);
+		F("vm_pid", "%d", r->vm_pid);
+		F("vcpu_id", "%d", r->vcpu_id);
+		F("flags", "%u", r->flags);
+		if (json)
+			printf(", \"vm\": \"%.16s\"", r->vm_name);
+		else
+			printf(" vm=%.16s", r->vm_name[0] ? r->vm_name : "-");
+		F("tsc_offset", "%" PRIu64, (uint64_t)r->tsc_offset);
+		F("tsc_scaling_ratio", "%" PRIu64, (uint64_t)r->tsc_scaling_ratio);
+		F("tsc_frac_bits", "%u", r->tsc_frac_bits);
+		F("host_cpu", "%d", r->host_cpu);
+		break;
+	}
+	case HGCLOCK_REC_VCPU_RUN:
+	case HGCLOCK_REC_VCPU_STOP:
+	case HGCLOCK_REC_VCPU_EXIT: {
+		const struct hgclock_rec_vcpu *r = (const void *)h;
+
+		F("tid", "%d", r->tid);
+		F("vm_pid", "%d", r->vm_pid);
+		F("vcpu_id", "%d", r->vcpu_id);
+		break;
+	}
+	case HGCLOCK_REC_VCPU_MIGRATE: {
+		const struct hgclock_rec_vcpu_migrate *r = (const void *)h;
+
+		F("tid", "%d", r->tid);
+		F("vm_pid", "%d", r->vm_pid);
+		F("vcpu_id", "%d", r->vcpu_id);
+		F("from_cpu", "%d", r->from_cpu);
+		F("to_cpu", "%d", r->to_cpu);
+		break;
+	}
+	case HGCLOCK_REC_TSC_OFFSET: {
+		const struct hgclock_rec_tsc_offset *r = (const void *)h;
+
+		F("tid", "%d", r->tid);
+		F("vm_pid", "%d", r->vm_pid);
+		F("vcpu_id", "%d", r->vcpu_id);
+		F("flags", "%u", r->flags);
+		F("previous_offset", "%" PRIu64, (uint64_t)r->previous_offset);
+		F("next_offset", "%" PRIu64, (uint64_t)r->next_offset);
+		F("tsc_scaling_ratio", "%" PRIu64, (uint64_t)r->tsc_scaling_ratio);
+		F("tsc_frac_bits", "%u", r->tsc_frac_bits);
+		break;
+	}
+	default:
+		F("size", "%u", h->size);
+		break;
+	}
+#undef F
+	printf(json ? "}\n" : "\n");
+}
