@@ -53,6 +53,23 @@ check tool_now_cpu0 sh -c "'$tool' now --cpu 0 --json | grep -q '\"cpu\": 0'"
 check tool_now_bad_cpu sh -c "'$tool' now --cpu 4096 2>/dev/null; [ \$? -eq 1 ]"
 check tool_now_usage sh -c "'$tool' now --bogus 2>/dev/null; [ \$? -eq 2 ]"
 
+# The recorder: a timed run, a run stopped by SIGINT, both complete files
+# that dump reads; a cut or damaged file is refused with status 6.
+check record_duration sh -c "'$tool' record -o /tmp/rec1.hgc --duration 2 --period 100 2>/dev/null &&
+	'$tool' dump --summary /tmp/rec1.hgc | grep -q ', complete' &&
+	[ \$('$tool' dump --json /tmp/rec1.hgc | grep -c '\"type\": \"cyc2ns\"') -ge 2 ]"
+"$tool" record -o /tmp/rec2.hgc --period 50 2>/dev/null &
+recorder=$!
+sleep 1.5
+kill -INT $recorder
+wait $recorder
+rc=$?
+check record_sigint_clean_exit test $rc -eq 0
+check record_sigint_file_complete sh -c "'$tool' dump --summary /tmp/rec2.hgc | grep -q ', complete'"
+check dump_truncated_refused sh -c "head -c \$((\$(stat -c %s /tmp/rec2.hgc) - 3)) /tmp/rec2.hgc >/tmp/cut.hgc;
+	'$tool' dump /tmp/cut.hgc >/dev/null 2>/tmp/cut.err; [ \$? -eq 6 ] && grep -q truncated /tmp/cut.err"
+check dump_not_a_file_refused sh -c "'$tool' dump /proc/cpuinfo >/dev/null 2>&1; [ \$? -eq 6 ]"
+
 # Unloading while the ring is mapped (a consumer following it) is refused.
 "$tool" snapshots --follow >/dev/null 2>&1 &
 follower=$!

@@ -42,11 +42,11 @@ void hg_print_record(const struct hgclock_rec_header *h, bool json, const char *
 		F("local_clock_ns", "%" PRIu64, (uint64_t)r->local_clock_ns);
 		F("mult", "%u", r->conv.mult);
 		F("shift", "%u", r->conv.shift);
-		F("offset_ns", "%" PRIu64, (uint64_t)r->conv.offset_ns);
+		F("offset_ns", "%" PRId64, (int64_t)r->conv.offset_ns);
 		F("tsc_base", "%" PRIu64, (uint64_t)r->conv.tsc_base);
 		F("pre_shift", "%d", r->conv.pre_shift);
 		F("conv_flags", "%u", r->conv.flags);
-		F("local_offset_ns", "%" PRIu64, (uint64_t)r->conv.local_offset_ns);
+		F("local_offset_ns", "%" PRId64, (int64_t)r->conv.local_offset_ns);
 		F("bound_ns", "%" PRIu64, (uint64_t)r->conv.bound_ns);
 		break;
 	}
