@@ -34,7 +34,14 @@ static void on_signal(int sig)
 	stop = 1;
 }
 
-/* Records of one drain, batched into one section. */
+/*
+ * Records of one drain, batched into one section of at most
+ * HG_BATCH_MAX bytes: a fuller batch stops the ring walk (the record
+ * stays in the ring), is written, and the walk goes on.
+ */
+#define HG_BATCH_MAX	(4u << 20)
+#define HG_BATCH_FULL	0x7fffffff	/* batch_add's stop value; no count reaches it */
+
 struct batch {
 	uint8_t *buf;
 	size_t len, cap;
@@ -45,6 +52,8 @@ static int batch_add(const struct hgclock_rec_header *h, void *arg)
 {
 	struct batch *b = arg;
 
+	if (b->len && b->len + h->size > HG_BATCH_MAX)
+		return HG_BATCH_FULL;	/* write it, then go on */
 	if (b->len + h->size > b->cap) {
 		size_t cap = b->cap ? b->cap * 2 : 1 << 16;
 		uint8_t *p;
@@ -139,8 +148,12 @@ int cmd_record(int argc, char **argv)
 	if (fd < 0)
 		return -fd;
 	ret = hgclock_get_info(fd, &info);
-	if (!ret)
-		ret = hgclock_map_open(fd, HGCLOCK_MAP_CONSUMER, &map);
+	if (ret) {
+		hg_err("GET_INFO failed: %s", strerror(-ret));
+		close(fd);
+		return ret == -EPROTO ? HGCLOCK_EXIT_ABI : HGCLOCK_EXIT_FAILURE;
+	}
+	ret = hgclock_map_open(fd, HGCLOCK_MAP_CONSUMER, &map);
 	if (ret) {
 		hg_err(ret == -EBUSY ? "another process is reading the ring" :
 		       "cannot map the ring: %s", strerror(-ret));
@@ -187,27 +200,31 @@ int cmd_record(int argc, char **argv)
 		unsigned int cpu;
 
 		/* Everything read is written before the next read. */
-		b.len = 0;
-		b.nr = 0;
-		b.lost = 0;
 		for (cpu = 0; cpu < map.meta->nr_cpus && !ret; cpu++) {
-			long n = hgclock_ring_consume(&map, cpu, batch_add, &b);
+			long n;
 
-			if (n < 0)
-				ret = (int)n;
+			do {
+				b.len = 0;
+				b.nr = 0;
+				b.lost = 0;
+				n = hgclock_ring_consume(&map, cpu, batch_add, &b);
+				if (n < 0) {
+					hg_err("reading the ring of CPU %u: %s", cpu,
+					       strerror((int)-n));
+					ret = (int)n;
+					break;
+				}
+				if (b.len)
+					ret = hgcor_write_section(&w, HGCOR_SEC_HOST_RECORDS, 0,
+								  b.buf, b.len);
+				if (ret)
+					hg_err("%s: %s", out, strerror(-ret));
+				total += b.nr;
+				lost += b.lost;
+			} while (!ret && n == HG_BATCH_FULL);
 		}
-		if (ret) {
-			hg_err("reading the ring: %s", strerror(-ret));
+		if (ret)
 			break;
-		}
-		if (b.len)
-			ret = hgcor_write_section(&w, HGCOR_SEC_HOST_RECORDS, 0, b.buf, b.len);
-		if (ret) {
-			hg_err("%s: %s", out, strerror(-ret));
-			break;
-		}
-		total += b.nr;
-		lost += b.lost;
 		if (tty && (now_s() - last_status >= 1 || last)) {
 			last_status = now_s();
 			fprintf(stderr, "\rhgclock record: %.0f s, %llu records, %llu lost, %llu bytes  ",
@@ -227,7 +244,10 @@ int cmd_record(int argc, char **argv)
 		saved.flags = HGCLOCK_CFG_SET_PERIOD;
 		hgclock_ring_config(fd, &saved);
 	}
-	if (hgcor_close(&w) && !ret)
+	/* END only after a clean run: a failed one must not look complete. */
+	if (ret)
+		hgcor_abort(&w);
+	else if (hgcor_close(&w))
 		ret = -EIO;
 	if (!ret)
 		fprintf(stderr, "hgclock record: %s: %llu records (%llu lost in the kernel), %llu bytes\n",

@@ -90,11 +90,11 @@ static int print_record(const struct hgclock_rec_header *rec, void *arg)
 		json_u64(w, "tsc_khz", snap->tsc_khz);
 		json_begin_object(w, "conv");
 		json_u64(w, "tsc_base", snap->conv.tsc_base);
-		json_u64(w, "offset_ns", snap->conv.offset_ns);
+		json_i64(w, "offset_ns", (int64_t)snap->conv.offset_ns);
 		json_u64(w, "mult", snap->conv.mult);
 		json_u64(w, "shift", snap->conv.shift);
 		json_i64(w, "pre_shift", snap->conv.pre_shift);
-		json_u64(w, "local_offset_ns", snap->conv.local_offset_ns);
+		json_i64(w, "local_offset_ns", (int64_t)snap->conv.local_offset_ns);
 		json_u64(w, "bound_ns", snap->conv.bound_ns);
 		json_string(w, "flags", flags);
 		json_end_object(w);

@@ -138,6 +138,13 @@ int hgcor_close(struct hgcor_writer *w)
 	return ret;
 }
 
+void hgcor_abort(struct hgcor_writer *w)
+{
+	if (w->f)
+		fclose(w->f);
+	w->f = NULL;
+}
+
 /* ---- reading ---- */
 
 const char *hgcor_strerror(int err)

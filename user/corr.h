@@ -73,6 +73,8 @@ int hgcor_write_section2(struct hgcor_writer *w, uint32_t type, uint32_t flags,
 			 const void *p1, size_t l1, const void *p2, size_t l2);
 /* Writes the END section and closes. */
 int hgcor_close(struct hgcor_writer *w);
+/* Closes without END: readers will say the recording did not finish. */
+void hgcor_abort(struct hgcor_writer *w);
 
 /* ---- reading ---- */
 
