@@ -19,10 +19,10 @@ USER_CFLAGS := -O2 -g -std=gnu11 -Wall -Wextra -Werror -Wshadow \
 	-Iinclude/uapi -Iuser $(EXTRA_CFLAGS)
 USER_LDFLAGS := $(EXTRA_LDFLAGS)
 
-LIB_SRCS := user/libhgclock.c user/ring.c user/uclock.c user/corr.c
+LIB_SRCS := user/libhgclock.c user/ring.c user/uclock.c user/corr.c user/proto.c
 TOOL_SRCS := user/hgclock.c user/util.c user/json.c \
 	user/cmd_info.c user/cmd_now.c user/cmd_snapshots.c user/cmd_vcpus.c user/cmd_records.c user/recprint.c \
-	user/cmd_record.c user/cmd_dump.c
+	user/cmd_record.c user/cmd_dump.c user/cmd_agent.c
 LIB := $(BUILD)/user/libhgclock.a
 TOOL := $(BUILD)/user/hgclock
 

@@ -70,6 +70,13 @@ check dump_truncated_refused sh -c "head -c \$((\$(stat -c %s /tmp/rec2.hgc) - 3
 	'$tool' dump /tmp/cut.hgc >/dev/null 2>/tmp/cut.err; [ \$? -eq 6 ] && grep -q truncated /tmp/cut.err"
 check dump_not_a_file_refused sh -c "'$tool' dump /proc/cpuinfo >/dev/null 2>&1; [ \$? -eq 6 ]"
 
+# The recorder and agent's command lines (the vsock host/guest path runs
+# in the nested testbed): an unreachable guest fails clearly; TCP needs a
+# named peer.
+check record_guest_unreachable sh -c "'$tool' record -o /tmp/rec4.hgc --duration 1 --guest tcp:127.0.0.1:7199 2>/tmp/rec4.err;
+	[ \$? -eq 1 ] && grep -q 'refused' /tmp/rec4.err"
+check agent_tcp_needs_peer sh -c "'$tool' agent --tcp 127.0.0.1 2>/dev/null; [ \$? -eq 2 ]"
+
 # Unloading while the ring is mapped (a consumer following it) is refused.
 "$tool" snapshots --follow >/dev/null 2>&1 &
 follower=$!

@@ -22,6 +22,7 @@ int cmd_vcpus(int argc, char **argv);
 int cmd_records(int argc, char **argv);
 int cmd_record(int argc, char **argv);
 int cmd_dump(int argc, char **argv);
+int cmd_agent(int argc, char **argv);
 
 /* recprint.c: one record as text or a JSON object; @prefix opens it */
 struct hgclock_rec_header;

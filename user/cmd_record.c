@@ -19,12 +19,106 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "cmd.h"
 #include "corr.h"
 #include "libhgclock.h"
+#include "proto.h"
+
+#define HG_MAX_GUESTS 8
+
+struct guest {
+	const char *spec;
+	int fd;			/* -1 once the session is over */
+	uint32_t id;		/* index: the guest id in the file */
+	uint64_t records;
+};
+
+/* Connects, says HELLO, writes the guest's INFO to the file. */
+static int guest_open(struct guest *g, struct hgcor_writer *w, uint8_t *buf)
+{
+	struct hgp_hello hello = { HGP_VERSION_MAJOR, HGP_VERSION_MINOR, 0 };
+	struct timeval tv = { .tv_sec = 10 };
+	struct hgp_header h;
+	char err[300];
+	uint32_t prefix[2] = { g->id, 0 };
+	int ret;
+
+	g->fd = hgp_connect(g->spec, err, sizeof(err));
+	if (g->fd < 0) {
+		hg_err("guest %s", err);
+		return g->fd;
+	}
+	setsockopt(g->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	ret = hgp_send(g->fd, HGP_HELLO, &hello, sizeof(hello));
+	if (!ret)
+		ret = hgp_recv(g->fd, &h, buf);
+	if (!ret && h.type == HGP_ERROR) {
+		hg_err("guest %s: %.*s", g->spec, (int)h.length, (char *)buf);
+		ret = -EPROTO;
+	} else if (!ret && (h.type != HGP_HELLO_REPLY ||
+			    h.length < sizeof(hello) + HGCLOCK_INFO_SIZE_VER0)) {
+		hg_err("guest %s: not an hgclock agent (bad reply)", g->spec);
+		ret = -EPROTO;
+	} else if (ret) {
+		hg_err("guest %s: %s", g->spec, strerror(-ret));
+	}
+	if (!ret) {
+		memcpy(&hello, buf, sizeof(hello));
+		if (hello.major != HGP_VERSION_MAJOR) {
+			hg_err("guest %s speaks protocol %u.%u, this host %u.%u",
+			       g->spec, hello.major, hello.minor,
+			       HGP_VERSION_MAJOR, HGP_VERSION_MINOR);
+			ret = -EPROTO;
+		}
+	}
+	if (!ret)
+		ret = hgcor_write_section2(w, HGCOR_SEC_GUEST_INFO, 0, prefix, sizeof(prefix),
+					   buf + sizeof(hello), h.length - sizeof(hello));
+	if (ret) {
+		close(g->fd);
+		g->fd = -1;
+		return ret;
+	}
+	/* Blocking reads from here: poll() says when. */
+	tv.tv_sec = 0;
+	setsockopt(g->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	return 0;
+}
+
+/* One message from a guest: records go to the file; BYE/ERROR end it. */
+static int guest_message(struct guest *g, struct hgcor_writer *w, uint8_t *buf)
+{
+	uint32_t prefix[2] = { g->id, 0 };
+	struct hgp_header h;
+	int ret = hgp_recv(g->fd, &h, buf);
+
+	if (!ret && h.type == HGP_RECORDS) {
+		if (hgcor_walk_records(buf, h.length, NULL, NULL)) {
+			hg_err("guest %s: malformed records", g->spec);
+			ret = -EPROTO;
+		} else {
+			ret = hgcor_write_section2(w, HGCOR_SEC_GUEST_RECORDS, 0, prefix,
+						   sizeof(prefix), buf, h.length);
+			g->records++;
+			return ret;
+		}
+	} else if (!ret && h.type == HGP_ERROR) {
+		hg_err("guest %s: %.*s", g->spec, (int)h.length, (char *)buf);
+	} else if (ret && ret != -ECONNRESET) {
+		hg_err("guest %s: %s", g->spec, strerror(-ret));
+	}
+	/*
+	 * BYE, ERROR, closed or broken: this guest's session is over (said
+	 * above); the recording goes on with the host and the other guests.
+	 */
+	close(g->fd);
+	g->fd = -1;
+	return 0;
+}
 
 static volatile sig_atomic_t stop;
 
@@ -85,11 +179,13 @@ static double now_s(void)
 static void record_usage(FILE *out)
 {
 	fprintf(out,
-		"usage: hgclock record -o FILE [--duration SEC] [--period MS]\n"
+		"usage: hgclock record -o FILE [--duration SEC] [--period MS] [--guest SPEC]...\n"
 		"Records this host's clock data (per-CPU conversions, vCPU tracking,\n"
 		"KVM TSC offset changes) into a correlation file until SEC seconds\n"
 		"have passed or it is interrupted (Ctrl-C): the file is then complete.\n"
-		"--period sets the module's snapshot period while recording.\n");
+		"--period sets the module's snapshot period while recording.\n"
+		"--guest vsock:CID[:PORT] or tcp:HOST:PORT adds a guest running\n"
+		"'hgclock agent': its clock data joins the file.\n");
 }
 
 int cmd_record(int argc, char **argv)
@@ -98,6 +194,7 @@ int cmd_record(int argc, char **argv)
 		{ "output", required_argument, NULL, 'o' },
 		{ "duration", required_argument, NULL, 'd' },
 		{ "period", required_argument, NULL, 'p' },
+		{ "guest", required_argument, NULL, 'g' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -110,11 +207,24 @@ int cmd_record(int argc, char **argv)
 	const char *out = NULL;
 	double start, last_status = 0;
 	bool tty = isatty(STDERR_FILENO), period_set = false;
+	struct guest guests[HG_MAX_GUESTS];
+	unsigned int nr_guests = 0, g;
+	uint8_t *gbuf = NULL;
 	char note[512];
 	int c, fd, ret, i;
 
-	while ((c = getopt_long(argc, argv, "o:d:p:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "o:d:p:g:h", opts, NULL)) != -1) {
 		switch (c) {
+		case 'g':
+			if (nr_guests == HG_MAX_GUESTS) {
+				hg_err("at most %d guests", HG_MAX_GUESTS);
+				return HGCLOCK_EXIT_USAGE;
+			}
+			guests[nr_guests].spec = optarg;
+			guests[nr_guests].id = nr_guests;
+			guests[nr_guests].fd = -1;
+			nr_guests++;
+			break;
 		case 'o':
 			out = optarg;
 			break;
@@ -190,12 +300,20 @@ int cmd_record(int argc, char **argv)
 	ret = hgcor_write_section(&w, HGCOR_SEC_HOST_INFO, 0, &info, sizeof(info));
 	if (!ret)
 		ret = hgcor_write_section(&w, HGCOR_SEC_NOTE, 0, note, strlen(note));
+	if (nr_guests) {
+		gbuf = malloc(HGP_MAX_PAYLOAD);
+		if (!gbuf)
+			ret = -ENOMEM;
+	}
+	for (g = 0; g < nr_guests && !ret; g++)
+		ret = guest_open(&guests[g], &w, gbuf);
+	signal(SIGPIPE, SIG_IGN);
 
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
 	start = now_s();
 	while (!ret) {
-		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		struct pollfd pfd[1 + HG_MAX_GUESTS];
 		bool last = stop || (duration_s && now_s() - start >= duration_s);
 		unsigned int cpu;
 
@@ -233,11 +351,45 @@ int cmd_record(int argc, char **argv)
 		}
 		if (last)
 			break;
-		if (poll(&pfd, 1, 200) < 0 && errno != EINTR) {
+		pfd[0].fd = fd;
+		pfd[0].events = POLLIN;
+		for (g = 0; g < nr_guests; g++) {
+			pfd[1 + g].fd = guests[g].fd;	/* -1: ignored */
+			pfd[1 + g].events = POLLIN;
+			pfd[1 + g].revents = 0;
+		}
+		if (poll(pfd, 1 + nr_guests, 200) < 0 && errno != EINTR) {
 			ret = -errno;
 			hg_err("poll: %s", strerror(errno));
 		}
+		for (g = 0; g < nr_guests && !ret; g++)
+			if (guests[g].fd >= 0 && (pfd[1 + g].revents & (POLLIN | POLLHUP | POLLERR)))
+				ret = guest_message(&guests[g], &w, gbuf);
 	}
+	/*
+	 * Ask each guest to finish: it sends what its rings still hold, then
+	 * BYE.  What arrives is written; a guest gets 5 s.
+	 */
+	for (g = 0; g < nr_guests; g++) {
+		double until = now_s() + 5;
+
+		if (guests[g].fd < 0)
+			continue;
+		hgp_send(guests[g].fd, HGP_BYE, NULL, 0);
+		while (!ret && guests[g].fd >= 0 && now_s() < until) {
+			struct pollfd one = { .fd = guests[g].fd, .events = POLLIN };
+
+			if (poll(&one, 1, 500) > 0)
+				ret = guest_message(&guests[g], &w, gbuf);
+		}
+		if (guests[g].fd >= 0) {
+			close(guests[g].fd);
+			guests[g].fd = -1;
+		}
+	}
+	for (g = 0; g < nr_guests; g++)
+		fprintf(stderr, "hgclock record: guest %s: %llu record batches\n",
+			guests[g].spec, (unsigned long long)guests[g].records);
 	if (tty)
 		fputc('\n', stderr);
 	if (period_set) {
@@ -255,6 +407,10 @@ int cmd_record(int argc, char **argv)
 			(unsigned long long)w.bytes);
 	ret = ret ? HGCLOCK_EXIT_FAILURE : HGCLOCK_EXIT_OK;
 out_map:
+	for (g = 0; g < nr_guests; g++)
+		if (guests[g].fd >= 0)
+			close(guests[g].fd);
+	free(gbuf);
 	free(b.buf);
 	hgclock_map_close(&map);
 	close(fd);

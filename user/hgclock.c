@@ -17,6 +17,7 @@
 static const struct hgclock_cmd commands[] = {
 	{ "info", cmd_info, "show the module's clock setup and ABI" },
 	{ "now", cmd_now, "read the kernel's trace clocks (ftrace local/perf, TSC, POSIX)" },
+	{ "agent", cmd_agent, "serve this guest's clock data to 'record --guest' (vsock/TCP)" },
 	{ "record", cmd_record, "record this host's clock data into a correlation file" },
 	{ "dump", cmd_dump, "print a correlation file (--json)" },
 	{ "records", cmd_records, "print every record from the rings (tracking, snapshots)" },

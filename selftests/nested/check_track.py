@@ -99,5 +99,25 @@ def only_vcpus(recs_file, tids_file):
     print("# %d tracking records, all of vCPU threads" % n)
 
 
+def pairing(dump_jsonl):
+    """A file recorded with --guest: the guest's INFO, its CYC2NS snapshots
+    with an exact kvm-clock conversion on every vCPU, and the host's own."""
+    recs = load_records(dump_jsonl)
+    if not any(r.get("section") == "guest_info" for r in recs):
+        fail("no guest_info section")
+    guest = [r for r in recs if r.get("from") == "guest" and r.get("type") == "cyc2ns"]
+    host = [r for r in recs if r.get("from") == "host" and r.get("type") == "cyc2ns"]
+    cpus = {r["cpu"] for r in guest}
+    if len(cpus) < 2:
+        fail("guest snapshots from CPUs %s, want both vCPUs" % sorted(cpus))
+    pvclock_exact = 0x2 | 0x8    # HGCLOCK_CONV_EXACT | HGCLOCK_CONV_PVCLOCK
+    bad = [r for r in guest if r["conv_flags"] & pvclock_exact != pvclock_exact]
+    if bad:
+        fail("guest conversion not exact kvm-clock: flags %d" % bad[0]["conv_flags"])
+    if not host:
+        fail("no host snapshots")
+    print("# %d guest snapshots (exact kvm-clock), %d host snapshots" % (len(guest), len(host)))
+
+
 if __name__ == "__main__":
     globals()[sys.argv[1]](*sys.argv[2:])

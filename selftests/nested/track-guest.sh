@@ -4,6 +4,9 @@
 echo "guest: kernel $(uname -r)"
 insmod /hgclock.ko || exit 1
 hgclock info | grep -E 'role|clocksource|conversion|exact'
+# The agent serves one host session over vsock (port 7007).
+hgclock agent --once --duration 600 2>/tmp/agent.log &
+agent=$!
 echo "GUEST-WAITING"
 
 host_wait WRITE-TSC || exit 1
@@ -25,5 +28,10 @@ echo "guest: wrote TSC $tsc"
 echo "TSC-WRITTEN"
 
 host_wait DONE || exit 1
+# The agent ended with the host's session; if not, stop it.
+kill $agent 2>/dev/null
+wait $agent
+echo "guest: agent exit $?"
+sed 's/^/guest: agent: /' /tmp/agent.log
 rmmod hgclock || exit 1
 echo "guest: done"

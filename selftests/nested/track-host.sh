@@ -78,7 +78,20 @@ python3 "$check" tsc_write "$recs" "$tid0" "$(cat /tmp/tsc-offset-after)" "$HGCL
 python3 "$check" only_vcpus "$recs" /tmp/vcpu-tids
 [ $? -eq 0 ] && tap ok nested.untracked_silent || tap not-ok nested.untracked_silent
 
-# 4. Unload while the guest runs, then load again after kvm: the vCPUs
+# 4. Host and guest together: record with the guest's agent over vsock;
+# the guest's snapshots (kvm-clock conversions) join the host's file.
+if "$tool" record -o /tmp/pair.hgc --duration 3 --guest vsock:3 2>/tmp/pair.err; then
+	tap ok nested.record_with_guest_agent
+else
+	tap not-ok nested.record_with_guest_agent
+	sed 's/^/# /' /tmp/pair.err
+fi
+"$tool" dump --json /tmp/pair.hgc >/tmp/pair.jsonl 2>/tmp/dump.err
+[ $? -eq 0 ] && tap ok nested.pair_file_complete || { tap not-ok nested.pair_file_complete; sed 's/^/# /' /tmp/dump.err; }
+python3 "$check" pairing /tmp/pair.jsonl
+[ $? -eq 0 ] && tap ok nested.guest_records_in_file || tap not-ok nested.guest_records_in_file
+
+# 5. Unload while the guest runs, then load again after kvm: the vCPUs
 # are found again.
 dmesg -C
 if rmmod hgclock; then tap ok nested.unload_while_guest_runs; else tap not-ok nested.unload_while_guest_runs; fi

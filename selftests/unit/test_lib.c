@@ -3,11 +3,14 @@
  * Unit tests of libhgclock's pure helpers and the tool's parsing helpers.
  */
 #include <errno.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <string.h>
 
 #include "kselftest_harness.h"
 #include "libhgclock.h"
 #include "cmd.h"
+#include "proto.h"
 
 TEST(role_names)
 {
@@ -59,6 +62,61 @@ TEST(parse_decimal)
 	EXPECT_FALSE(parse_u64("1x", 10, &v));
 	EXPECT_FALSE(parse_u64("", 10, &v));
 	EXPECT_FALSE(parse_u64(NULL, 10, &v));
+}
+
+TEST(proto_header_checks)
+{
+	struct hgp_header h = { .magic = HGP_MAGIC, .type = HGP_RECORDS, .length = 64 };
+
+	EXPECT_EQ(0, hgp_check_header(&h));
+	h.length = HGP_MAX_PAYLOAD + 1;
+	EXPECT_EQ(-EPROTO, hgp_check_header(&h));
+	h.length = 0;
+	h.magic = 0x12345678;
+	EXPECT_EQ(-EPROTO, hgp_check_header(&h));
+	h.magic = HGP_MAGIC;
+	h.type = 0;
+	EXPECT_EQ(-EPROTO, hgp_check_header(&h));
+	h.type = HGP_ERROR + 1;
+	EXPECT_EQ(-EPROTO, hgp_check_header(&h));
+	h.type = HGP_BYE;
+	h.flags = 1;
+	EXPECT_EQ(-EPROTO, hgp_check_header(&h));
+	h.flags = 0;
+	h.reserved = 1;
+	EXPECT_EQ(-EPROTO, hgp_check_header(&h));
+}
+
+/* Framing over a socket pair: what is sent is what is received. */
+TEST(proto_round_trip)
+{
+	static uint8_t buf[HGP_MAX_PAYLOAD];
+	struct hgp_header h;
+	int sv[2];
+
+	ASSERT_EQ(0, socketpair(AF_UNIX, SOCK_STREAM, 0, sv));
+	ASSERT_EQ(0, hgp_send(sv[0], HGP_ERROR, "boom", 4));
+	ASSERT_EQ(0, hgp_recv(sv[1], &h, buf));
+	EXPECT_EQ(HGP_ERROR, h.type);
+	EXPECT_EQ(4, h.length);
+	EXPECT_EQ(0, memcmp(buf, "boom", 4));
+	EXPECT_EQ(-EMSGSIZE, hgp_send(sv[0], HGP_RECORDS, buf, HGP_MAX_PAYLOAD + 1));
+	/* A peer that closes mid-message. */
+	ASSERT_EQ(8, write(sv[0], "HGCPxxxx", 8));
+	close(sv[0]);
+	EXPECT_EQ(-ECONNRESET, hgp_recv(sv[1], &h, buf));
+	close(sv[1]);
+}
+
+TEST(proto_connect_specs)
+{
+	char err[300];
+
+	EXPECT_EQ(-EINVAL, hgp_connect("nonsense", err, sizeof(err)));
+	EXPECT_NE(NULL, strstr(err, "vsock:CID"));
+	EXPECT_EQ(-EINVAL, hgp_connect("vsock:", err, sizeof(err)));
+	EXPECT_EQ(-EINVAL, hgp_connect("vsock:3:x", err, sizeof(err)));
+	EXPECT_EQ(-EINVAL, hgp_connect("tcp:nohostport", err, sizeof(err)));
 }
 
 TEST_HARNESS_MAIN

@@ -1,0 +1,347 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * hgclock agent [--port P] [--tcp ADDR] [--peer ADDR] [--any-peer] [--once]
+ *               [--duration SEC]
+ *
+ * Runs in a guest: waits for `hgclock record --guest ...` on the host
+ * (vsock port 7007 by default, or TCP) and streams this guest's hgclock
+ * ring (CYC2NS snapshots with the kvm-clock conversion, ...) to it.  Only
+ * the host (vsock CID 2) is accepted unless --any-peer; over TCP only
+ * --peer ADDR.  One host at a time; a version mismatch is answered with
+ * an ERROR message naming both versions.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <getopt.h>
+#include <netdb.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <linux/vm_sockets.h>
+
+#include "cmd.h"
+#include "libhgclock.h"
+#include "proto.h"
+
+static volatile sig_atomic_t stop;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	stop = 1;
+}
+
+struct out_batch {
+	uint8_t *buf;
+	size_t len;
+};
+
+#define HG_FULL 0x7fffffff
+
+static int add_rec(const struct hgclock_rec_header *h, void *arg)
+{
+	struct out_batch *b = arg;
+
+	if (b->len + h->size > HGP_MAX_PAYLOAD)
+		return HG_FULL;
+	memcpy(b->buf + b->len, h, h->size);
+	b->len += h->size;
+	return 0;
+}
+
+/* Sends everything the rings hold, in messages of at most 1 MiB. */
+static int forward_rings(int sock, struct hgclock_map *map, struct out_batch *b)
+{
+	unsigned int cpu;
+
+	for (cpu = 0; cpu < map->meta->nr_cpus; cpu++) {
+		long n;
+
+		do {
+			int ret;
+
+			b->len = 0;
+			n = hgclock_ring_consume(map, cpu, add_rec, b);
+			if (n < 0)
+				return (int)n;
+			if (b->len) {
+				ret = hgp_send(sock, HGP_RECORDS, b->buf, (uint32_t)b->len);
+				if (ret)
+					return ret;
+			}
+		} while (n == HG_FULL);
+	}
+	return 0;
+}
+
+static int serve(int sock, int devfd, const struct hgclock_info *info, double deadline)
+{
+	struct hgp_header h;
+	struct hgp_hello hello;
+	struct hgclock_map map;
+	struct out_batch b;
+	uint8_t *in;
+	char msg[160];
+	struct timeval tv = { .tv_sec = 10 };
+	int ret;
+
+	in = malloc(HGP_MAX_PAYLOAD);
+	b.buf = malloc(HGP_MAX_PAYLOAD);
+	if (!in || !b.buf) {
+		free(in);
+		free(b.buf);
+		return -ENOMEM;
+	}
+	setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	ret = hgp_recv(sock, &h, in);
+	if (ret || h.type != HGP_HELLO || h.length < sizeof(hello)) {
+		hg_err("agent: no valid HELLO from the host (%s)", ret ? strerror(-ret) : "protocol");
+		ret = ret ? ret : -EPROTO;
+		goto out;
+	}
+	memcpy(&hello, in, sizeof(hello));
+	if (hello.major != HGP_VERSION_MAJOR) {
+		snprintf(msg, sizeof(msg), "protocol version mismatch: host speaks %u.%u, "
+			 "this agent %u.%u", hello.major, hello.minor,
+			 HGP_VERSION_MAJOR, HGP_VERSION_MINOR);
+		hg_err("agent: %s", msg);
+		hgp_send(sock, HGP_ERROR, msg, (uint32_t)strlen(msg));
+		ret = -EPROTO;
+		goto out;
+	}
+	ret = hgclock_map_open(devfd, HGCLOCK_MAP_CONSUMER, &map);
+	if (ret) {
+		snprintf(msg, sizeof(msg), "guest ring unavailable: %s", strerror(-ret));
+		hgp_send(sock, HGP_ERROR, msg, (uint32_t)strlen(msg));
+		goto out;
+	}
+	{
+		uint8_t reply[sizeof(struct hgp_hello) + sizeof(*info)];
+		struct hgp_hello mine = { HGP_VERSION_MAJOR, HGP_VERSION_MINOR, 0 };
+
+		memcpy(reply, &mine, sizeof(mine));
+		memcpy(reply + sizeof(mine), info, sizeof(*info));
+		ret = hgp_send(sock, HGP_HELLO_REPLY, reply, sizeof(reply));
+	}
+	/* From now on, with every CPU's conversion first in the stream. */
+	hgclock_ring_skip_all(&map);
+	hgclock_snapshot(devfd, -1);
+	fprintf(stderr, "hgclock agent: streaming to the host\n");
+	while (!ret) {
+		struct pollfd pfd[2] = {
+			{ .fd = sock, .events = POLLIN },
+			{ .fd = devfd, .events = POLLIN },
+		};
+		struct timespec now;
+		bool host_done = false;
+
+		ret = forward_rings(sock, &map, &b);
+		if (ret)
+			break;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if (stop || (deadline && now.tv_sec + now.tv_nsec / 1e9 >= deadline))
+			break;
+		if (poll(pfd, 2, 200) < 0 && errno != EINTR) {
+			ret = -errno;
+			break;
+		}
+		if (pfd[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+			ret = hgp_recv(sock, &h, in);
+			if (ret)
+				break;
+			if (h.type == HGP_BYE)
+				host_done = true;
+			else if (h.type == HGP_ERROR)
+				hg_err("agent: host says: %.*s", (int)h.length, (char *)in);
+		}
+		if (host_done) {
+			/* Whatever is left, then goodbye: nothing read is lost. */
+			ret = forward_rings(sock, &map, &b);
+			break;
+		}
+	}
+	if (ret != -ECONNRESET && ret != -EPIPE)
+		hgp_send(sock, HGP_BYE, NULL, 0);
+	hgclock_map_close(&map);
+	if (ret == -ECONNRESET)
+		ret = 0;
+out:
+	free(in);
+	free(b.buf);
+	return ret;
+}
+
+static void agent_usage(FILE *out)
+{
+	fprintf(out,
+		"usage: hgclock agent [--port P] [--tcp ADDR] [--peer ADDR] [--any-peer]\n"
+		"                     [--once] [--duration SEC]\n"
+		"Serves this guest's clock data to 'hgclock record --guest' on the host:\n"
+		"vsock port %u by default (only the host, CID 2, is accepted unless\n"
+		"--any-peer); --tcp ADDR listens on TCP ADDR:PORT instead and accepts only\n"
+		"--peer ADDR.  --once: exit after one host session.\n", HGP_DEFAULT_PORT);
+}
+
+int cmd_agent(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "port", required_argument, NULL, 'p' },
+		{ "tcp", required_argument, NULL, 't' },
+		{ "peer", required_argument, NULL, 'P' },
+		{ "any-peer", no_argument, NULL, 'a' },
+		{ "once", no_argument, NULL, '1' },
+		{ "duration", required_argument, NULL, 'd' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *tcp = NULL, *peer = NULL;
+	uint64_t port = HGP_DEFAULT_PORT, duration = 0;
+	bool any_peer = false, once = false;
+	struct hgclock_info info;
+	double deadline = 0;
+	int c, devfd, lfd, ret, one = 1;
+
+	while ((c = getopt_long(argc, argv, "p:t:P:a1d:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'p':
+			if (!parse_u64(optarg, 0xfffffffe, &port) || !port) {
+				hg_err("--port wants a port number, not '%s'", optarg);
+				return HGCLOCK_EXIT_USAGE;
+			}
+			break;
+		case 't':
+			tcp = optarg;
+			break;
+		case 'P':
+			peer = optarg;
+			break;
+		case 'a':
+			any_peer = true;
+			break;
+		case '1':
+			once = true;
+			break;
+		case 'd':
+			if (!parse_u64(optarg, 86400 * 365, &duration) || !duration) {
+				hg_err("--duration wants seconds, not '%s'", optarg);
+				return HGCLOCK_EXIT_USAGE;
+			}
+			break;
+		case 'h':
+			agent_usage(stdout);
+			return HGCLOCK_EXIT_OK;
+		default:
+			agent_usage(stderr);
+			return HGCLOCK_EXIT_USAGE;
+		}
+	}
+	if (optind != argc || (tcp && !peer && !any_peer) || (tcp && port > 65535)) {
+		if (tcp && !peer && !any_peer)
+			hg_err("--tcp needs --peer ADDR (or --any-peer): say who may connect");
+		agent_usage(stderr);
+		return HGCLOCK_EXIT_USAGE;
+	}
+	devfd = hg_open_device();
+	if (devfd < 0)
+		return -devfd;
+	ret = hgclock_get_info(devfd, &info);
+	if (ret) {
+		hg_err("GET_INFO failed: %s", strerror(-ret));
+		close(devfd);
+		return HGCLOCK_EXIT_FAILURE;
+	}
+
+	if (tcp) {
+		struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+
+		if (inet_pton(AF_INET, tcp, &sa.sin_addr) != 1) {
+			hg_err("--tcp wants an IPv4 address, not '%s'", tcp);
+			close(devfd);
+			return HGCLOCK_EXIT_USAGE;
+		}
+		lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (lfd >= 0)
+			setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) || listen(lfd, 1))
+			goto err_listen;
+	} else {
+		struct sockaddr_vm sa = {
+			.svm_family = AF_VSOCK, .svm_cid = VMADDR_CID_ANY,
+			.svm_port = (unsigned int)port,
+		};
+
+		lfd = socket(AF_VSOCK, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) || listen(lfd, 1))
+			goto err_listen;
+	}
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+	signal(SIGPIPE, SIG_IGN);
+	if (duration) {
+		struct timespec now;
+
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		deadline = now.tv_sec + now.tv_nsec / 1e9 + duration;
+	}
+	fprintf(stderr, "hgclock agent: listening on %s port %llu\n",
+		tcp ? tcp : "vsock", (unsigned long long)port);
+	ret = 0;
+	while (!stop) {
+		struct sockaddr_storage ss;
+		socklen_t sl = sizeof(ss);
+		struct pollfd pfd = { .fd = lfd, .events = POLLIN };
+		bool allowed;
+		int sock;
+
+		if (poll(&pfd, 1, 200) <= 0) {
+			struct timespec now;
+
+			clock_gettime(CLOCK_MONOTONIC, &now);
+			if (deadline && now.tv_sec + now.tv_nsec / 1e9 >= deadline)
+				break;
+			continue;
+		}
+		sock = accept4(lfd, (struct sockaddr *)&ss, &sl, SOCK_CLOEXEC);
+		if (sock < 0)
+			continue;
+		if (tcp) {
+			char addr[64] = "";
+
+			inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, addr, sizeof(addr));
+			allowed = any_peer || (peer && !strcmp(addr, peer));
+			if (!allowed)
+				hg_err("agent: refused a connection from %s (not --peer)", addr);
+		} else {
+			unsigned int cid = ((struct sockaddr_vm *)&ss)->svm_cid;
+
+			allowed = any_peer || cid == VMADDR_CID_HOST;
+			if (!allowed)
+				hg_err("agent: refused a connection from CID %u (not the host)", cid);
+		}
+		if (allowed) {
+			ret = serve(sock, devfd, &info, deadline);
+			if (ret)
+				hg_err("agent: session ended: %s", strerror(-ret));
+		}
+		close(sock);
+		if (once && allowed)
+			break;
+	}
+	close(lfd);
+	close(devfd);
+	return ret ? HGCLOCK_EXIT_FAILURE : HGCLOCK_EXIT_OK;
+
+err_listen:
+	hg_err("cannot listen on %s port %llu: %s", tcp ? tcp : "vsock",
+	       (unsigned long long)port, strerror(errno));
+	if (lfd >= 0)
+		close(lfd);
+	close(devfd);
+	return HGCLOCK_EXIT_FAILURE;
+}

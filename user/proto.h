@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: LGPL-2.1 */
+/*
+ * The host/guest wire protocol of `hgclock record` (host) and
+ * `hgclock agent` (guest), over vsock or TCP.  Documentation/protocol.rst.
+ *
+ * Every message: a 16-byte header, then at most HGP_MAX_PAYLOAD bytes.
+ * Integers little endian (both ends are x86).  The host speaks first
+ * (HELLO); a different major version is refused with an ERROR message
+ * naming both versions.
+ */
+#ifndef HGCLOCK_PROTO_H
+#define HGCLOCK_PROTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <linux/hgclock.h>
+
+#define HGP_MAGIC		0x50434748u	/* "HGCP" */
+#define HGP_VERSION_MAJOR	1
+#define HGP_VERSION_MINOR	0
+#define HGP_DEFAULT_PORT	7007		/* vsock port and TCP port */
+#define HGP_MAX_PAYLOAD		(1u << 20)
+
+enum hgp_type {
+	HGP_HELLO = 1,		/* host: struct hgp_hello */
+	HGP_HELLO_REPLY = 2,	/* guest: struct hgp_hello, then hgclock_info */
+	HGP_RECORDS = 3,	/* guest: ring records, back to back */
+	HGP_BYE = 4,		/* either: orderly end, no payload */
+	HGP_ERROR = 5,		/* either: UTF-8 text, then the connection ends */
+};
+
+struct hgp_header {
+	uint32_t magic;
+	uint16_t type;
+	uint16_t flags;		/* zero */
+	uint32_t length;	/* payload bytes */
+	uint32_t reserved;	/* zero */
+};
+
+struct hgp_hello {
+	uint16_t major;
+	uint16_t minor;
+	uint32_t reserved;
+};
+
+/* Sends one message; 0 or -errno. */
+int hgp_send(int fd, uint16_t type, const void *payload, uint32_t len);
+/*
+ * Receives one message into @buf (at least HGP_MAX_PAYLOAD bytes).
+ * Returns 0 with @hdr filled, -EPROTO for a malformed header (bad magic,
+ * flags, reserved or length), -ECONNRESET when the peer closed.
+ */
+int hgp_recv(int fd, struct hgp_header *hdr, void *buf);
+/* Validates a header alone (pure; unit tested). */
+int hgp_check_header(const struct hgp_header *hdr);
+
+/* "vsock:CID[:PORT]" or "tcp:HOST:PORT" -> connected socket or -errno. */
+int hgp_connect(const char *spec, char *err, size_t errlen);
+
+#endif /* HGCLOCK_PROTO_H */
