@@ -63,7 +63,7 @@ $(KSFT_HDR):
 
 selftests: $(SELFTESTS) $(UNIT_TESTS) $(BENCHES)
 
-$(BUILD)/selftests/%: selftests/%.c $(KSFT_HDR) $(LIB) include/uapi/linux/hgclock.h
+$(BUILD)/selftests/%: selftests/%.c selftests/test_util.h $(KSFT_HDR) $(LIB) include/uapi/linux/hgclock.h
 	@mkdir -p $(dir $@)
 	$(CC) $(SELFTEST_CFLAGS) $(TRACEFS_CFLAGS) -o $@ $< $(LIB) $(TRACEFS_LIBS) -lpthread
 

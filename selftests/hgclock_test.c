@@ -22,6 +22,7 @@
 
 #include "kselftest_harness.h"
 #include "../user/libhgclock.h"
+#include "test_util.h"
 
 #define POISON 0xcc
 
@@ -38,11 +39,7 @@ static bool all_zero(const void *p, size_t len)
 
 static void pin_to_cpu(struct __test_metadata *_metadata, int cpu)
 {
-	cpu_set_t set;
-
-	CPU_ZERO(&set);
-	CPU_SET(cpu, &set);
-	ASSERT_EQ(0, sched_setaffinity(0, sizeof(set), &set));
+	ASSERT_EQ(0, pin_self(cpu));
 }
 
 static void init_read(struct hgclock_read_clock *req)
@@ -386,18 +383,6 @@ TEST_F(dev, read_clock_bad_input)
 
 	EXPECT_EQ(-1, ioctl(self->fd, HGCLOCK_IOC_READ_CLOCK, NULL));
 	EXPECT_EQ(EFAULT, errno);
-}
-
-static int write_sysfs(const char *path, const char *val)
-{
-	int fd = open(path, O_WRONLY);
-	ssize_t n;
-
-	if (fd < 0)
-		return -errno;
-	n = write(fd, val, strlen(val));
-	close(fd);
-	return n < 0 ? -errno : 0;
 }
 
 /* An offline CPU is refused with EINVAL, and works again once online. */

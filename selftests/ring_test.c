@@ -23,14 +23,11 @@
 
 #include "kselftest_harness.h"
 #include "../user/libhgclock.h"
+#include "test_util.h"
 
 static void pin_to_cpu(struct __test_metadata *_metadata, int cpu)
 {
-	cpu_set_t set;
-
-	CPU_ZERO(&set);
-	CPU_SET(cpu, &set);
-	ASSERT_EQ(0, sched_setaffinity(0, sizeof(set), &set));
+	ASSERT_EQ(0, pin_self(cpu));
 }
 
 static int ncpus_online(void)
@@ -721,18 +718,6 @@ TEST_F(ring, poll_sleeper_woken)
 
 	saved.flags = HGCLOCK_CFG_SET_WATERMARK | HGCLOCK_CFG_SET_PERIOD;
 	ASSERT_EQ(0, hgclock_ring_config(self->fd, &saved));
-}
-
-static int write_sysfs(const char *path, const char *val)
-{
-	int fd = open(path, O_WRONLY);
-	ssize_t n;
-
-	if (fd < 0)
-		return -errno;
-	n = write(fd, val, strlen(val));
-	close(fd);
-	return n < 0 ? -errno : 0;
 }
 
 /* A CPU coming online gets a HOTPLUG snapshot in its ring. */

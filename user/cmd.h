@@ -34,6 +34,9 @@ extern const char *hgclock_prog;
 void hg_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Parses a decimal unsigned integer <= @max; false on any junk. */
 bool parse_u64(const char *s, uint64_t max, uint64_t *out);
+/* Maps the rings as their consumer, or says why not; 0 or -errno. */
+struct hgclock_map;
+int hg_map_consumer(int fd, struct hgclock_map *map);
 /* Opens the device or explains why not; returns fd or -(exit status). */
 int hg_open_device(void);
 

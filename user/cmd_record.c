@@ -263,10 +263,8 @@ int cmd_record(int argc, char **argv)
 		close(fd);
 		return ret == -EPROTO ? HGCLOCK_EXIT_ABI : HGCLOCK_EXIT_FAILURE;
 	}
-	ret = hgclock_map_open(fd, HGCLOCK_MAP_CONSUMER, &map);
+	ret = hg_map_consumer(fd, &map);
 	if (ret) {
-		hg_err(ret == -EBUSY ? "another process is reading the ring" :
-		       "cannot map the ring: %s", strerror(-ret));
 		close(fd);
 		return HGCLOCK_EXIT_FAILURE;
 	}

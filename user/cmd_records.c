@@ -99,10 +99,8 @@ int cmd_records(int argc, char **argv)
 	fd = hg_open_device();
 	if (fd < 0)
 		return -fd;
-	ret = hgclock_map_open(fd, HGCLOCK_MAP_CONSUMER, &map);
+	ret = hg_map_consumer(fd, &map);
 	if (ret) {
-		hg_err(ret == -EBUSY ? "another process is reading the ring" :
-		       "cannot map the ring: %s", strerror(-ret));
 		close(fd);
 		return HGCLOCK_EXIT_FAILURE;
 	}

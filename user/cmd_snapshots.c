@@ -191,12 +191,8 @@ int cmd_snapshots(int argc, char **argv)
 	fd = hg_open_device();
 	if (fd < 0)
 		return -fd;
-	ret = hgclock_map_open(fd, HGCLOCK_MAP_CONSUMER, &map);
+	ret = hg_map_consumer(fd, &map);
 	if (ret) {
-		if (ret == -EBUSY)
-			hg_err("another process is reading the ring (one consumer at a time)");
-		else
-			hg_err("cannot map the ring: %s", strerror(-ret));
 		close(fd);
 		return HGCLOCK_EXIT_FAILURE;
 	}

@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cmd.h"
 #include "libhgclock.h"
@@ -36,6 +37,17 @@ bool parse_u64(const char *s, uint64_t max, uint64_t *out)
 		return false;
 	*out = v;
 	return true;
+}
+
+int hg_map_consumer(int fd, struct hgclock_map *map)
+{
+	int ret = hgclock_map_open(fd, HGCLOCK_MAP_CONSUMER, map);
+
+	if (ret == -EBUSY)
+		hg_err("another process is reading the ring (one consumer at a time)");
+	else if (ret)
+		hg_err("cannot map the ring: %s", strerror(-ret));
+	return ret;
 }
 
 int hg_open_device(void)
