@@ -179,7 +179,11 @@ int cmd_dump(int argc, char **argv)
 				printf("skipped optional section type %u (%" PRIu64 " bytes)\n",
 				       v.type, v.length);
 		}
-		if (ctx.summary && !ctx.json)
+		if (ctx.summary && ctx.json)
+			printf("{\"section\": \"%s\", \"offset\": %" PRIu64 ", \"bytes\": %" PRIu64
+			       ", \"records\": %" PRIu64 "}\n", section_name(v.type), v.offset,
+			       v.length, ctx.nr_records - before);
+		else if (ctx.summary)
 			printf("section %-13s at %8" PRIu64 ": %8" PRIu64 " bytes, %" PRIu64 " records\n",
 			       section_name(v.type), v.offset, v.length, ctx.nr_records - before);
 	}

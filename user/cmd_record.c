@@ -288,8 +288,13 @@ int cmd_record(int argc, char **argv)
 	}
 	hgclock_snapshot(fd, -1);
 
-	snprintf(note, sizeof(note), "hgclock record; host abi %u.%u",
-		 info.abi_major, info.abi_minor);
+	{
+		char host[65] = "";
+
+		gethostname(host, sizeof(host) - 1);
+		snprintf(note, sizeof(note), "hgclock record on %s; host abi %u.%u",
+			 host, info.abi_major, info.abi_minor);
+	}
 	for (i = 0; i < argc; i++) {
 		size_t l = strlen(note);
 
