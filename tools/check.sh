@@ -129,26 +129,29 @@ for series in $nested_kernels; do
 	kver=$(resolve_kernel "$series")
 	[ -n "$kver" ] && [ -f "$build/module/$kver/hgclock.ko" ] || continue
 	name="nested_${series}"
-	for attempt in 1 2; do
+	for attempt in 1 2 3; do
 		note "nested KVM host and guest on $kver (attempt $attempt)"
 		tools/vm/nested --kernel "$kver" --timeout 900 -- \
 			selftests/nested/track-host.sh selftests/nested/track-guest.sh \
 			>"$log_dir/$name.out" 2>&1
 		rc=$?
+		cp "$log_dir/$name.out" "$log_dir/$name.attempt$attempt.out"
 		# QEMU's multi-threaded TCG can run stale code after the
 		# host VM's kernel patches its text (tools/vm/run says so):
-		# an emulator fault, not ours; try once more.
-		if grep -q 'Oops: int3' "$log_dir/$name.out" && [ $attempt -eq 1 ]; then
+		# an emulator fault, not ours; up to three tries.
+		if grep -q 'Oops: int3' "$log_dir/$name.out" && [ $attempt -lt 3 ]; then
 			note "emulator fault (Oops: int3) in the host VM; retrying"
 			continue
 		fi
 		grep -q '^ok [0-9]* nested.guest_up' "$log_dir/$name.out" && break
-		[ $attempt -eq 1 ] && note "the guest did not come up; retrying"
+		# A guest that never came up: infrastructure, one more try.
+		[ $attempt -ge 2 ] && break
+		note "the guest did not come up; retrying"
 	done
 	grep -v '^guest| \[' "$log_dir/$name.out" |
 		sed "s/^\(\(not \)\?ok [0-9]*\) /\1 $name: /" | tee -a "$tap_log"
 	if ! grep -q '^ok [0-9]* nested.guest_up' "$log_dir/$name.out"; then
-		own not-ok "$name" "infrastructure: the nested guest never came up (twice)"
+		own not-ok "$name" "infrastructure: the nested guest never came up (retried)"
 	elif [ $rc -eq 0 ]; then
 		own ok "$name"
 	else
