@@ -37,6 +37,12 @@ bool parse_u64(const char *s, uint64_t max, uint64_t *out);
 /* Maps the rings as their consumer, or says why not; 0 or -errno. */
 struct hgclock_map;
 int hg_map_consumer(int fd, struct hgclock_map *map);
+/*
+ * Consumes every CPU's ring through @fn (a hgclock_rec_fn), saying which
+ * ring failed; an exit status.
+ */
+int hg_drain_all(struct hgclock_map *map,
+		 int (*fn)(const struct hgclock_rec_header *rec, void *ctx), void *ctx);
 /* Opens the device or explains why not; returns fd or -(exit status). */
 int hg_open_device(void);
 

@@ -113,17 +113,10 @@ int cmd_records(int argc, char **argv)
 	for (;;) {
 		struct pollfd pfd = { .fd = fd, .events = POLLIN };
 		struct timespec now;
-		unsigned int cpu;
 
-		for (cpu = 0; cpu < map.meta->nr_cpus; cpu++) {
-			long n = hgclock_ring_consume(&map, cpu, print_rec, &ctx);
-
-			if (n < 0) {
-				hg_err("ring of CPU %u: %s", cpu, strerror((int)-n));
-				ret = HGCLOCK_EXIT_FAILURE;
-				goto out;
-			}
-		}
+		ret = hg_drain_all(&map, print_rec, &ctx);
+		if (ret)
+			goto out;
 		if (!follow || stop)
 			break;
 		clock_gettime(CLOCK_MONOTONIC, &now);

@@ -121,18 +121,10 @@ static int print_record(const struct hgclock_rec_header *rec, void *arg)
 
 static int drain(struct hgclock_map *map, struct snap_ctx *ctx)
 {
-	unsigned int cpu;
+	int ret = hg_drain_all(map, print_record, ctx);
 
-	for (cpu = 0; cpu < map->meta->nr_cpus; cpu++) {
-		long ret = hgclock_ring_consume(map, cpu, print_record, ctx);
-
-		if (ret < 0) {
-			hg_err("ring of CPU %u: %s", cpu, strerror((int)-ret));
-			return HGCLOCK_EXIT_FAILURE;
-		}
-	}
 	fflush(stdout);
-	return HGCLOCK_EXIT_OK;
+	return ret;
 }
 
 static void snapshots_usage(FILE *out)

@@ -50,6 +50,21 @@ int hg_map_consumer(int fd, struct hgclock_map *map)
 	return ret;
 }
 
+int hg_drain_all(struct hgclock_map *map, hgclock_rec_fn fn, void *ctx)
+{
+	unsigned int cpu;
+
+	for (cpu = 0; cpu < map->meta->nr_cpus; cpu++) {
+		long n = hgclock_ring_consume(map, cpu, fn, ctx);
+
+		if (n < 0) {
+			hg_err("ring of CPU %u: %s", cpu, strerror((int)-n));
+			return HGCLOCK_EXIT_FAILURE;
+		}
+	}
+	return HGCLOCK_EXIT_OK;
+}
+
 int hg_open_device(void)
 {
 	int fd = hgclock_open(NULL);
