@@ -43,6 +43,23 @@ int hg_map_consumer(int fd, struct hgclock_map *map);
  */
 int hg_drain_all(struct hgclock_map *map,
 		 int (*fn)(const struct hgclock_rec_header *rec, void *ctx), void *ctx);
+/*
+ * Ring records gathered for one message or file section: at most @max
+ * bytes in @buf (allocated by the caller, @max bytes).  @nr and @lost
+ * count the records and the losses LOST records report, for the batch.
+ */
+struct hg_batch {
+	uint8_t *buf;
+	size_t len, max;
+	uint64_t nr, lost;
+};
+/*
+ * Drains every CPU's ring in batches: a full batch stops the ring walk
+ * (the record stays in the ring), goes to @flush, and the walk resumes.
+ * 0, or -errno from the ring or from @flush.
+ */
+int hg_drain_batched(struct hgclock_map *map, struct hg_batch *b,
+		     int (*flush)(const struct hg_batch *b, void *ctx), void *ctx);
 /* Opens the device or explains why not; returns fd or -(exit status). */
 int hg_open_device(void);
 

@@ -37,47 +37,15 @@ static void on_signal(int sig)
 	stop = 1;
 }
 
-struct out_batch {
-	uint8_t *buf;
-	size_t len;
-};
-
-#define HG_FULL 0x7fffffff
-
-static int add_rec(const struct hgclock_rec_header *h, void *arg)
+static int send_batch(const struct hg_batch *b, void *ctx)
 {
-	struct out_batch *b = arg;
-
-	if (b->len + h->size > HGP_MAX_PAYLOAD)
-		return HG_FULL;
-	memcpy(b->buf + b->len, h, h->size);
-	b->len += h->size;
-	return 0;
+	return hgp_send(*(int *)ctx, HGP_RECORDS, b->buf, (uint32_t)b->len);
 }
 
 /* Sends everything the rings hold, in messages of at most 1 MiB. */
-static int forward_rings(int sock, struct hgclock_map *map, struct out_batch *b)
+static int forward_rings(int sock, struct hgclock_map *map, struct hg_batch *b)
 {
-	unsigned int cpu;
-
-	for (cpu = 0; cpu < map->meta->nr_cpus; cpu++) {
-		long n;
-
-		do {
-			int ret;
-
-			b->len = 0;
-			n = hgclock_ring_consume(map, cpu, add_rec, b);
-			if (n < 0)
-				return (int)n;
-			if (b->len) {
-				ret = hgp_send(sock, HGP_RECORDS, b->buf, (uint32_t)b->len);
-				if (ret)
-					return ret;
-			}
-		} while (n == HG_FULL);
-	}
-	return 0;
+	return hg_drain_batched(map, b, send_batch, &sock);
 }
 
 static int serve(int sock, int devfd, const struct hgclock_info *info, double deadline)
@@ -85,7 +53,7 @@ static int serve(int sock, int devfd, const struct hgclock_info *info, double de
 	struct hgp_header h;
 	struct hgp_hello hello;
 	struct hgclock_map map;
-	struct out_batch b;
+	struct hg_batch b = { .max = HGP_MAX_PAYLOAD };
 	uint8_t *in;
 	char msg[160];
 	struct timeval tv = { .tv_sec = 10 };

@@ -128,43 +128,26 @@ static void on_signal(int sig)
 	stop = 1;
 }
 
-/*
- * Records of one drain, batched into one section of at most
- * HG_BATCH_MAX bytes: a fuller batch stops the ring walk (the record
- * stays in the ring), is written, and the walk goes on.
- */
-#define HG_BATCH_MAX	(4u << 20)
-#define HG_BATCH_FULL	0x7fffffff	/* batch_add's stop value; no count reaches it */
+/* Sections of host records are at most this long (a ring may be 64 MiB). */
+#define HG_SECTION_MAX	(4u << 20)
 
-struct batch {
-	uint8_t *buf;
-	size_t len, cap;
-	uint64_t nr, lost;
+struct host_sink {
+	struct hgcor_writer *w;
+	const char *path;
+	uint64_t total, lost;
 };
 
-static int batch_add(const struct hgclock_rec_header *h, void *arg)
+static int write_host_batch(const struct hg_batch *b, void *ctx)
 {
-	struct batch *b = arg;
+	struct host_sink *sink = ctx;
+	int ret = hgcor_write_section(sink->w, HGCOR_SEC_HOST_RECORDS, 0, b->buf, b->len);
 
-	if (b->len && b->len + h->size > HG_BATCH_MAX)
-		return HG_BATCH_FULL;	/* write it, then go on */
-	if (b->len + h->size > b->cap) {
-		size_t cap = b->cap ? b->cap * 2 : 1 << 16;
-		uint8_t *p;
-
-		while (cap < b->len + h->size)
-			cap *= 2;
-		p = realloc(b->buf, cap);
-		if (!p)
-			return -ENOMEM;
-		b->buf = p;
-		b->cap = cap;
+	if (ret) {
+		hg_err("%s: %s", sink->path, strerror(-ret));
+		return ret;
 	}
-	memcpy(b->buf + b->len, h, h->size);
-	b->len += h->size;
-	b->nr++;
-	if (h->type == HGCLOCK_REC_LOST)
-		b->lost += ((const struct hgclock_rec_lost *)h)->nr_lost;
+	sink->total += b->nr;
+	sink->lost += b->lost;
 	return 0;
 }
 
@@ -198,10 +181,11 @@ int cmd_record(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	uint64_t duration_s = 0, period_ms = 0, total = 0, lost = 0;
+	uint64_t duration_s = 0, period_ms = 0;
 	struct hgclock_ring_config cfg, saved;
-	struct batch b = { 0 };
+	struct hg_batch b = { .max = HG_SECTION_MAX };
 	struct hgcor_writer w;
+	struct host_sink sink = { .w = &w };
 	struct hgclock_info info;
 	struct hgclock_map map;
 	const char *out = NULL;
@@ -268,6 +252,12 @@ int cmd_record(int argc, char **argv)
 		close(fd);
 		return HGCLOCK_EXIT_FAILURE;
 	}
+	sink.path = out;
+	b.buf = malloc(b.max);
+	if (!b.buf) {
+		ret = HGCLOCK_EXIT_FAILURE;
+		goto out_map;
+	}
 	ret = hgcor_create(&w, out);
 	if (ret) {
 		hg_err("%s: %s", out, strerror(-ret));
@@ -318,39 +308,16 @@ int cmd_record(int argc, char **argv)
 	while (!ret) {
 		struct pollfd pfd[1 + HG_MAX_GUESTS];
 		bool last = stop || (duration_s && now_s() - start >= duration_s);
-		unsigned int cpu;
 
 		/* Everything read is written before the next read. */
-		for (cpu = 0; cpu < map.meta->nr_cpus && !ret; cpu++) {
-			long n;
-
-			do {
-				b.len = 0;
-				b.nr = 0;
-				b.lost = 0;
-				n = hgclock_ring_consume(&map, cpu, batch_add, &b);
-				if (n < 0) {
-					hg_err("reading the ring of CPU %u: %s", cpu,
-					       strerror((int)-n));
-					ret = (int)n;
-					break;
-				}
-				if (b.len)
-					ret = hgcor_write_section(&w, HGCOR_SEC_HOST_RECORDS, 0,
-								  b.buf, b.len);
-				if (ret)
-					hg_err("%s: %s", out, strerror(-ret));
-				total += b.nr;
-				lost += b.lost;
-			} while (!ret && n == HG_BATCH_FULL);
-		}
+		ret = hg_drain_batched(&map, &b, write_host_batch, &sink);
 		if (ret)
 			break;
 		if (tty && (now_s() - last_status >= 1 || last)) {
 			last_status = now_s();
 			fprintf(stderr, "\rhgclock record: %.0f s, %llu records, %llu lost, %llu bytes  ",
-				last_status - start, (unsigned long long)total,
-				(unsigned long long)lost, (unsigned long long)w.bytes);
+				last_status - start, (unsigned long long)sink.total,
+				(unsigned long long)sink.lost, (unsigned long long)w.bytes);
 		}
 		if (last)
 			break;
@@ -406,7 +373,7 @@ int cmd_record(int argc, char **argv)
 		ret = -EIO;
 	if (!ret)
 		fprintf(stderr, "hgclock record: %s: %llu records (%llu lost in the kernel), %llu bytes\n",
-			out, (unsigned long long)total, (unsigned long long)lost,
+			out, (unsigned long long)sink.total, (unsigned long long)sink.lost,
 			(unsigned long long)w.bytes);
 	ret = ret ? HGCLOCK_EXIT_FAILURE : HGCLOCK_EXIT_OK;
 out_map:

@@ -65,6 +65,50 @@ int hg_drain_all(struct hgclock_map *map, hgclock_rec_fn fn, void *ctx)
 	return HGCLOCK_EXIT_OK;
 }
 
+#define HG_BATCH_FULL 0x7fffffff	/* hg_batch_add's stop; no count reaches it */
+
+static int hg_batch_add(const struct hgclock_rec_header *h, void *arg)
+{
+	struct hg_batch *b = arg;
+
+	if (b->len + h->size > b->max)
+		return HG_BATCH_FULL;
+	memcpy(b->buf + b->len, h, h->size);
+	b->len += h->size;
+	b->nr++;
+	if (h->type == HGCLOCK_REC_LOST)
+		b->lost += ((const struct hgclock_rec_lost *)h)->nr_lost;
+	return 0;
+}
+
+int hg_drain_batched(struct hgclock_map *map, struct hg_batch *b,
+		     int (*flush)(const struct hg_batch *b, void *ctx), void *ctx)
+{
+	unsigned int cpu;
+
+	for (cpu = 0; cpu < map->meta->nr_cpus; cpu++) {
+		long n;
+
+		do {
+			b->len = 0;
+			b->nr = 0;
+			b->lost = 0;
+			n = hgclock_ring_consume(map, cpu, hg_batch_add, b);
+			if (n < 0) {
+				hg_err("reading the ring of CPU %u: %s", cpu, strerror((int)-n));
+				return (int)n;
+			}
+			if (b->len) {
+				int ret = flush(b, ctx);
+
+				if (ret)
+					return ret;
+			}
+		} while (n == HG_BATCH_FULL);
+	}
+	return 0;
+}
+
 int hg_open_device(void)
 {
 	int fd = hgclock_open(NULL);
