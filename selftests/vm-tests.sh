@@ -8,23 +8,9 @@ set -u
 build=${1:?usage: vm-tests.sh BUILD_DIR KO}
 ko=${2:?usage: vm-tests.sh BUILD_DIR KO}
 tool="$build/user/hgclock"
-n=0
-failed=0
-
-tap() {	# tap ok|not-ok|skip NAME [REASON]
-	n=$((n + 1))
-	case $1 in
-	ok) echo "ok $n vm.$2" ;;
-	skip) echo "ok $n vm.$2 # SKIP ${3:-}" ;;
-	*) echo "not ok $n vm.$2${3:+ # $3}"; failed=$((failed + 1)) ;;
-	esac
-}
-
-check() {	# check NAME COMMAND...: ok when COMMAND succeeds
-	local name=$1
-	shift
-	if "$@"; then tap ok "$name"; else tap not-ok "$name"; fi
-}
+TAP_PREFIX=vm.
+# shellcheck source=tools/tap.sh
+. "$(dirname "$0")/../tools/tap.sh"
 
 echo "# kernel $(uname -r), cmdline: $(cat /proc/cmdline)"
 dmesg -C 2>/dev/null
@@ -41,7 +27,7 @@ check device_mode_0600 sh -c '[ "$(stat -c %a /dev/hgclock)" = 600 ]'
 for t in hgclock_test ring_test track_test; do
 	"$build/selftests/$t"
 	rc=$?
-	[ $rc -eq 0 ] || [ $rc -eq 4 ] || failed=$((failed + 1))
+	[ $rc -eq 0 ] || [ $rc -eq 4 ] || tap_failed=$((tap_failed + 1))
 done
 
 # The tool against the live module.
@@ -117,7 +103,7 @@ if insmod "$ko" conversion=derived; then
 	echo "# ring_test with conversion=derived"
 	"$build/selftests/ring_test"
 	rc=$?
-	[ $rc -eq 0 ] || [ $rc -eq 4 ] || failed=$((failed + 1))
+	[ $rc -eq 0 ] || [ $rc -eq 4 ] || tap_failed=$((tap_failed + 1))
 	check derived_reported sh -c "'$tool' info | grep -q derived"
 	check rmmod_derived rmmod hgclock
 else
@@ -133,4 +119,4 @@ else
 	echo "$errs" | sed 's/^/# /'
 fi
 dmesg | grep hgclock | sed 's/^/# dmesg: /'
-[ $failed -eq 0 ]
+[ $tap_failed -eq 0 ]

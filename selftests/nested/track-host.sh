@@ -114,4 +114,4 @@ n=$("$tool" vcpus --json | grep -c '"kvm": true')
 rmmod hgclock && tap ok nested.rmmod || tap not-ok nested.rmmod
 errs=$(dmesg | grep -E 'WARNING:|BUG:|Oops|general protection|lockdep|KASAN|UBSAN|Call Trace')
 [ -z "$errs" ] && tap ok nested.dmesg_clean || { tap not-ok nested.dmesg_clean; echo "$errs" | sed 's/^/# /'; }
-[ $nested_failed -eq 0 ]
+[ $tap_failed -eq 0 ]

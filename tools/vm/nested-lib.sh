@@ -40,14 +40,6 @@ guest_debugfs() {
 	ls -d /sys/kernel/debug/kvm/"$HGCLOCK_GUEST_PID"-* 2>/dev/null | head -n 1
 }
 
-# TAP for host scripts.
-nested_n=0
-nested_failed=0
-tap() {	# tap ok|not-ok|skip NAME [REASON]
-	nested_n=$((nested_n + 1))
-	case $1 in
-	ok) echo "ok $nested_n $2" ;;
-	skip) echo "ok $nested_n $2 # SKIP ${3:-}" ;;
-	*) echo "not ok $nested_n $2${3:+ # $3}"; nested_failed=$((nested_failed + 1)) ;;
-	esac
-}
+# TAP for host scripts: tap/check from tools/tap.sh ($tap_failed).
+# shellcheck source=tools/tap.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../tap.sh"
