@@ -18,6 +18,7 @@
 
 #include "kselftest_harness.h"
 #include "../user/libhgclock.h"
+#include "test_util.h"
 
 #define MAX_RECS 65536
 
@@ -91,15 +92,6 @@ static int track(int fd, pid_t tid, unsigned int flags)
 	return ioctl(fd, HGCLOCK_IOC_TRACK, &req) ? -errno : 0;
 }
 
-static void pin(int cpu)
-{
-	cpu_set_t set;
-
-	CPU_ZERO(&set);
-	CPU_SET(cpu, &set);
-	sched_setaffinity(0, sizeof(set), &set);
-}
-
 static pid_t gettid_(void)
 {
 	return (pid_t)syscall(SYS_gettid);
@@ -169,11 +161,11 @@ TEST_F(track, migrations_match_moves)
 
 	if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
 		SKIP(return, "needs two CPUs");
-	pin(0);
+	pin_self(0);
 	ASSERT_EQ(0, track(self->fd, tid, HGCLOCK_TRACK_ADD));
 	for (i = 0; i < 40; i++) {
 		moves[i] = (i + 1) % 2;
-		pin(moves[i]);
+		pin_self(moves[i]);
 		ASSERT_EQ(moves[i], sched_getcpu());
 	}
 	ASSERT_EQ(0, track(self->fd, tid, HGCLOCK_TRACK_REMOVE));
@@ -211,7 +203,7 @@ TEST_F(track, run_stop_records)
 	pid_t tid = gettid_();
 	int i, runs = 0, stops = 0, running_on = -1;
 
-	pin(0);
+	pin_self(0);
 	ASSERT_EQ(0, track(self->fd, tid, HGCLOCK_TRACK_ADD));
 	for (i = 0; i < 20; i++)
 		usleep(1000);	/* each sleep: a STOP, then a RUN */
@@ -245,7 +237,7 @@ static void *mover(void *arg)
 	int i;
 
 	for (i = 0; i < 20; i++)
-		pin(i % 2);
+		pin_self(i % 2);
 	*(pid_t *)arg = gettid_();
 	return NULL;
 }
@@ -304,7 +296,7 @@ TEST_F(track, exit_record_and_list)
 	EXPECT_EQ(HGCLOCK_REC_VCPU_EXIT, self->c.recs[self->c.nr - 1].hdr.type);
 
 	/* Now list: only our own thread once tracked. */
-	pin(1 % sysconf(_SC_NPROCESSORS_ONLN));
+	pin_self(1 % sysconf(_SC_NPROCESSORS_ONLN));
 	ASSERT_EQ(0, track(self->fd, gettid_(), HGCLOCK_TRACK_ADD));
 	memset(&list, 0, sizeof(list));
 	list.size = sizeof(list);
