@@ -17,12 +17,13 @@ CC ?= gcc
 USER_CFLAGS := -O2 -g -std=gnu11 -Wall -Wextra -Werror -Wshadow \
 	-Wstrict-prototypes -Wmissing-prototypes -D_GNU_SOURCE \
 	-Iinclude/uapi -Iuser $(EXTRA_CFLAGS)
-USER_LDFLAGS := $(EXTRA_LDFLAGS)
+USER_LDFLAGS := $(EXTRA_LDFLAGS) -lm
 
-LIB_SRCS := user/libhgclock.c user/ring.c user/uclock.c user/corr.c user/proto.c
+LIB_SRCS := user/libhgclock.c user/ring.c user/uclock.c user/corr.c user/proto.c \
+	user/sync.c
 TOOL_SRCS := user/hgclock.c user/util.c user/json.c \
 	user/cmd_info.c user/cmd_now.c user/cmd_snapshots.c user/cmd_vcpus.c user/cmd_records.c user/recprint.c \
-	user/cmd_record.c user/cmd_dump.c user/cmd_agent.c
+	user/cmd_record.c user/cmd_dump.c user/cmd_agent.c user/cmd_convert.c user/cmd_mark.c
 LIB := $(BUILD)/user/libhgclock.a
 TOOL := $(BUILD)/user/hgclock
 
@@ -34,7 +35,8 @@ TRACEFS_LIBS := $(shell pkg-config --libs libtracefs 2>/dev/null || echo -ltrace
 
 SELFTESTS := $(BUILD)/selftests/hgclock_test $(BUILD)/selftests/ring_test \
 	$(BUILD)/selftests/track_test
-UNIT_TESTS := $(BUILD)/unit/test_json $(BUILD)/unit/test_lib $(BUILD)/unit/test_corr
+UNIT_TESTS := $(BUILD)/unit/test_json $(BUILD)/unit/test_lib $(BUILD)/unit/test_corr \
+	$(BUILD)/unit/test_sync
 BENCHES := $(BUILD)/bench/bench_read_clock $(BUILD)/bench/bench_ring \
 	$(BUILD)/bench/bench_pingpong
 
@@ -65,7 +67,7 @@ selftests: $(SELFTESTS) $(UNIT_TESTS) $(BENCHES)
 
 $(BUILD)/selftests/%: selftests/%.c selftests/test_util.h $(KSFT_HDR) $(LIB) include/uapi/linux/hgclock.h
 	@mkdir -p $(dir $@)
-	$(CC) $(SELFTEST_CFLAGS) $(TRACEFS_CFLAGS) -o $@ $< $(LIB) $(TRACEFS_LIBS) -lpthread
+	$(CC) $(SELFTEST_CFLAGS) $(TRACEFS_CFLAGS) -o $@ $< $(LIB) $(TRACEFS_LIBS) -lpthread -lm
 
 $(BUILD)/unit/test_json: selftests/unit/test_json.c user/json.c $(KSFT_HDR)
 	@mkdir -p $(dir $@)
@@ -73,7 +75,11 @@ $(BUILD)/unit/test_json: selftests/unit/test_json.c user/json.c $(KSFT_HDR)
 
 $(BUILD)/unit/test_lib: selftests/unit/test_lib.c $(LIB) $(KSFT_HDR)
 	@mkdir -p $(dir $@)
-	$(CC) $(SELFTEST_CFLAGS) -o $@ selftests/unit/test_lib.c user/util.c $(LIB)
+	$(CC) $(SELFTEST_CFLAGS) -o $@ selftests/unit/test_lib.c user/util.c $(LIB) -lm
+
+$(BUILD)/unit/test_sync: selftests/unit/test_sync.c $(LIB) $(KSFT_HDR)
+	@mkdir -p $(dir $@)
+	$(CC) $(SELFTEST_CFLAGS) -o $@ selftests/unit/test_sync.c $(LIB) -lm
 
 $(BUILD)/unit/test_corr: selftests/unit/test_corr.c user/corr.c user/corr.h $(KSFT_HDR)
 	@mkdir -p $(dir $@)
@@ -91,7 +97,7 @@ fuzz: $(BUILD)/fuzz/fuzz_corr $(BUILD)/unit/test_corr
 
 $(BUILD)/bench/%: tools/bench/%.c $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(USER_CFLAGS) -o $@ $< $(LIB)
+	$(CC) $(USER_CFLAGS) -o $@ $< $(LIB) -lm
 
 unit: $(UNIT_TESTS)
 	@for t in $(UNIT_TESTS); do $$t || exit 1; done

@@ -7,6 +7,7 @@
 #define HGCLOCK_CMD_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 struct hgclock_cmd {
@@ -23,6 +24,8 @@ int cmd_records(int argc, char **argv);
 int cmd_record(int argc, char **argv);
 int cmd_dump(int argc, char **argv);
 int cmd_agent(int argc, char **argv);
+int cmd_convert(int argc, char **argv);
+int cmd_mark(int argc, char **argv);
 
 /* recprint.c: one record as text or a JSON object; @prefix opens it */
 struct hgclock_rec_header;
@@ -62,5 +65,8 @@ int hg_drain_batched(struct hgclock_map *map, struct hg_batch *b,
 		     int (*flush)(const struct hg_batch *b, void *ctx), void *ctx);
 /* Opens the device or explains why not; returns fd or -(exit status). */
 int hg_open_device(void);
+/* Maps a whole file read-only (an empty file gives ""); an exit status. */
+int hg_map_file(const char *path, const void **buf, size_t *len);
+void hg_unmap_file(const void *buf, size_t len);
 
 #endif /* HGCLOCK_CMD_H */

@@ -5,7 +5,8 @@
  *
  * Runs in a guest: waits for `hgclock record --guest ...` on the host
  * (vsock port 7007 by default, or TCP) and streams this guest's hgclock
- * ring (CYC2NS snapshots with the kvm-clock conversion, ...) to it.  Only
+ * ring (CYC2NS snapshots with the kvm-clock conversion, ...) to it, and
+ * answers its clock probes (PROBE: this vCPU's TSC and clocks, at once).  Only
  * the host (vsock CID 2) is accepted unless --any-peer; over TCP only
  * --peer ADDR.  One host at a time; a version mismatch is answered with
  * an ERROR message naming both versions.
@@ -14,6 +15,8 @@
 #include <errno.h>
 #include <getopt.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -46,6 +49,33 @@ static int send_batch(const struct hg_batch *b, void *ctx)
 static int forward_rings(int sock, struct hgclock_map *map, struct hg_batch *b)
 {
 	return hg_drain_batched(map, b, send_batch, &sock);
+}
+
+/*
+ * A clock probe: read this vCPU's TSC and clocks and answer at once (the
+ * host's round trip bounds the pairing, so nothing else comes between).
+ */
+static int answer_probe(int sock, int devfd, const struct hgclock_map *map,
+			const uint8_t *in, uint32_t len)
+{
+	struct hgp_probe_reply r = { 0 };
+	struct hgp_probe p;
+	struct hgclock_now now;
+	int used_ioctl, ret;
+
+	if (len != sizeof(p))
+		return -EPROTO;
+	memcpy(&p, in, sizeof(p));
+	ret = hgclock_now(devfd, map, &now, &used_ioctl);
+	if (ret)
+		return ret;
+	r.seq = p.seq;
+	r.guest_tsc = now.tsc;
+	r.guest_sched_ns = now.sched_clock_ns;
+	r.guest_local_ns = now.local_clock_ns;
+	r.guest_cpu = now.cpu;
+	r.flags = (used_ioctl ? 0 : HGP_PROBE_EXACT) | (now.has_local ? HGP_PROBE_HAS_LOCAL : 0);
+	return hgp_send(sock, HGP_PROBE_REPLY, &r, sizeof(r));
 }
 
 static int serve(int sock, int devfd, const struct hgclock_info *info, double deadline)
@@ -125,6 +155,8 @@ static int serve(int sock, int devfd, const struct hgclock_info *info, double de
 				break;
 			if (h.type == HGP_BYE)
 				host_done = true;
+			else if (h.type == HGP_PROBE)
+				ret = answer_probe(sock, devfd, &map, in, h.length);
 			else if (h.type == HGP_ERROR)
 				hg_err("agent: host says: %.*s", (int)h.length, (char *)in);
 		}
@@ -281,6 +313,8 @@ int cmd_agent(int argc, char **argv)
 		if (tcp) {
 			char addr[64] = "";
 
+			/* Probe replies are tiny and timed: no Nagle delay. */
+			setsockopt(sock, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 			inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, addr, sizeof(addr));
 			allowed = any_peer || (peer && !strcmp(addr, peer));
 			if (!allowed)

@@ -18,6 +18,7 @@
 #include "cmd.h"
 #include "corr.h"
 #include "libhgclock.h"
+#include "sync.h"
 
 static const char *section_name(uint32_t type)
 {
@@ -34,6 +35,12 @@ static const char *section_name(uint32_t type)
 		return "note";
 	case HGCOR_SEC_END:
 		return "end";
+	case HGCOR_SEC_PROBES:
+		return "probes";
+	case HGCOR_SEC_GUEST_VM:
+		return "guest_vm";
+	case HGCOR_SEC_SEGMENTS:
+		return "segments";
 	default:
 		return "unknown";
 	}
@@ -72,6 +79,66 @@ static void print_info(const struct hgclock_info *info, bool json, const char *w
 		printf("%s: abi %u.%u, %u CPUs, tsc_khz %u, %s, clocksource %.32s, role %s\n",
 		       who, info->abi_major, info->abi_minor, info->nr_cpu_ids,
 		       info->tsc_khz, flags, info->clocksource, hgclock_role_name(info->role));
+}
+
+static void print_probes(const uint8_t *p, uint64_t len, const struct dump_ctx *ctx)
+{
+	uint32_t id;
+
+	memcpy(&id, p, 4);
+	for (uint64_t off = 8; off + sizeof(struct hgcor_probe) <= len;
+	     off += sizeof(struct hgcor_probe)) {
+		struct hgcor_probe q;
+
+		memcpy(&q, p + off, sizeof(q));
+		if (ctx->json)
+			printf("{\"section\": \"probe\", \"guest\": %u, \"host_tsc_send\": %" PRIu64
+			       ", \"host_ns_send\": %" PRIu64 ", \"host_tsc_recv\": %" PRIu64
+			       ", \"host_ns_recv\": %" PRIu64 ", \"guest_tsc\": %" PRIu64
+			       ", \"guest_sched_ns\": %" PRIu64 ", \"guest_local_ns\": %" PRIu64
+			       ", \"host_cpu_send\": %u, \"host_cpu_recv\": %u, \"guest_cpu\": %u"
+			       ", \"flags\": %u}\n", id, q.host_tsc_send, q.host_ns_send,
+			       q.host_tsc_recv, q.host_ns_recv, q.guest_tsc, q.guest_sched_ns,
+			       q.guest_local_ns, q.host_cpu_send, q.host_cpu_recv, q.guest_cpu,
+			       q.flags);
+		else
+			printf("probe guest%u cpu %u: host ns [%" PRIu64 ", %" PRIu64 "] (rtt %" PRIu64
+			       ") guest ns %" PRIu64 " tsc %" PRIu64 "\n", id, q.guest_cpu,
+			       q.host_ns_send, q.host_ns_recv, q.host_ns_recv - q.host_ns_send,
+			       q.guest_sched_ns, q.guest_tsc);
+	}
+}
+
+static void print_segment(const struct hgcor_segment *sg, bool json)
+{
+	if (json) {
+		printf("{\"section\": \"segment\", \"guest\": %u, \"vcpu\": %d, \"method\": \"%s\""
+		       ", \"clock\": \"%s\", \"host_tsc_start\": %" PRIu64 ", \"host_tsc_end\": %" PRIu64
+		       ", \"guest_start\": %" PRIu64 ", \"guest_end\": %" PRIu64, sg->guest_id,
+		       sg->vcpu_id, hgsync_method_name(sg->method), hgsync_clock_name(sg->clock),
+		       sg->host_tsc_start, sg->host_tsc_end, sg->guest_start, sg->guest_end);
+		if (sg->method == HGCOR_METHOD_KVM_EXACT)
+			printf(", \"tsc_offset\": %" PRIu64 ", \"tsc_ratio\": %" PRIu64
+			       ", \"tsc_frac_bits\": %u", sg->tsc_offset, sg->tsc_ratio,
+			       sg->tsc_frac_bits);
+		else
+			printf(", \"ref_guest\": %" PRIu64 ", \"ref_host\": %" PRIu64
+			       ", \"rate_q48\": %" PRId64, sg->ref_guest, sg->ref_host, sg->rate_q48);
+		printf(", \"bound_ns\": %" PRIu64 ", \"nr_samples\": %u}\n", sg->bound_ns,
+		       sg->nr_samples);
+		return;
+	}
+	printf("segment guest%u vcpu %d %-9s %-7s host tsc [%" PRIu64 ", %" PRIu64 ") ",
+	       sg->guest_id, sg->vcpu_id, hgsync_method_name(sg->method),
+	       hgsync_clock_name(sg->clock), sg->host_tsc_start, sg->host_tsc_end);
+	if (sg->method == HGCOR_METHOD_KVM_EXACT)
+		printf("offset %" PRId64 " ratio %" PRIu64 "/2^%u, %u probes agree\n",
+		       (int64_t)sg->tsc_offset, sg->tsc_ratio, sg->tsc_frac_bits, sg->nr_samples);
+	else
+		printf("guest [%" PRIu64 ", %" PRIu64 ") offset %" PRId64 " rate %+.3f ppm, "
+		       "bound %" PRIu64 " ns from %u probes\n", sg->guest_start, sg->guest_end,
+		       (int64_t)(sg->ref_host - sg->ref_guest), sg->rate_q48 / 281474976710656.0 * 1e6,
+		       sg->bound_ns, sg->nr_samples);
 }
 
 static void dump_usage(FILE *out)
@@ -173,6 +240,36 @@ int cmd_dump(int argc, char **argv)
 				printf("note: %.*s\n", (int)v.length, (const char *)v.payload);
 			break;
 		case HGCOR_SEC_END:
+			break;
+		case HGCOR_SEC_PROBES:
+			ctx.nr_records += (v.length - 8) / sizeof(struct hgcor_probe);
+			if (!ctx.summary)
+				print_probes(v.payload, v.length, &ctx);
+			break;
+		case HGCOR_SEC_GUEST_VM: {
+			struct hgcor_guest_vm vm;
+
+			memcpy(&vm, v.payload, sizeof(vm));
+			if (ctx.json)
+				printf("{\"section\": \"guest_vm\", \"guest\": %u, \"vm_pid\": %d,"
+				       " \"how\": %u, \"cid\": %u}\n", vm.guest_id, vm.vm_pid, vm.how,
+				       vm.cid);
+			else
+				printf("guest%u: %.16s, VM process %d (%s)\n", vm.guest_id, vm.spec,
+				       vm.vm_pid, vm.how == HGCOR_VM_BY_CID ? "found by vsock CID" :
+				       vm.how == HGCOR_VM_BY_OPTION ? "given" : "unknown");
+			break;
+		}
+		case HGCOR_SEC_SEGMENTS:
+			for (uint64_t off = 0; off + sizeof(struct hgcor_segment) <= v.length;
+			     off += sizeof(struct hgcor_segment)) {
+				struct hgcor_segment sg;
+
+				memcpy(&sg, v.payload + off, sizeof(sg));
+				ctx.nr_records++;
+				if (!ctx.summary)
+					print_segment(&sg, ctx.json);
+			}
 			break;
 		default:
 			if (!ctx.json)

@@ -8,11 +8,17 @@
  * closes: the file is valid up to its last section at any time, and
  * complete after a clean stop.  A status line is shown on a terminal.
  *
- * Pairing with guests (hgclock agent) is not built yet: this records the
- * host side, which is what converts and annotates guest events once the
- * guests' data joins it.
+ * With --guest, each guest's agent streams its own ring into the file,
+ * and the host probes its clocks continuously (bursts of bracketed
+ * exchanges, see proto.h).  At the end the mapping is computed from all of
+ * it (sync.c: KVM's exact TSC relation where the guest's VM is known and
+ * agrees with the probes, fitted probes otherwise) and written as the
+ * SEGMENTS section before END.
  */
+#include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <poll.h>
 #include <signal.h>
@@ -27,15 +33,198 @@
 #include "corr.h"
 #include "libhgclock.h"
 #include "proto.h"
+#include "sync.h"
 
 #define HG_MAX_GUESTS 8
 
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+#define HG_PROBE_BURST	4	/* probes back to back each interval */
+#define HG_PROBE_BUF	512	/* probes per PROBES section */
+
 struct guest {
-	const char *spec;
+	char spec[128];		/* the connection part of --guest */
 	int fd;			/* -1 once the session is over */
 	uint32_t id;		/* index: the guest id in the file */
 	uint64_t records;
+	struct hgcor_guest_vm vm;
+	/* Probing: one request in flight at a time. */
+	bool probe_pending;
+	bool closing;			/* BYE sent: no new probes */
+	uint64_t probe_seq;
+	struct hgclock_now probe_send;	/* host clocks right before sending */
+	unsigned int burst_left;
+	double next_probe;
+	uint64_t nr_probes;
+	uint64_t best_rtt_ns;		/* tightest round trip so far */
+	struct hgcor_probe pbuf[HG_PROBE_BUF];
+	size_t np;
 };
+
+/* The host's clocks, now (zero-syscall where the conversion is exact). */
+struct host_clock {
+	int fd;
+	const struct hgclock_map *map;
+};
+
+static int host_now(const struct host_clock *hc, struct hgclock_now *now)
+{
+	int used_ioctl;
+
+	return hgclock_now(hc->fd, hc->map, now, &used_ioctl);
+}
+
+/*
+ * The VM process of a vsock guest: the qemu whose command line says
+ * guest-cid=CID (vhost-vsock-pci,guest-cid=CID).  -1 if none or several.
+ */
+static int32_t vm_by_cid(uint32_t cid)
+{
+	char want[32], path[300], buf[4096];
+	struct dirent *de;
+	int32_t found = -1;
+	DIR *d = opendir("/proc");
+
+	if (!d)
+		return -1;
+	snprintf(want, sizeof(want), "guest-cid=%u", cid);
+	while ((de = readdir(d))) {
+		ssize_t n;
+		int fd;
+
+		if (!isdigit((unsigned char)de->d_name[0]))
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/cmdline", de->d_name);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		n = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		if (n <= 0)
+			continue;
+		for (ssize_t i = 0; i < n; i++)
+			if (!buf[i])
+				buf[i] = ',';	/* arguments, then options, comma separated */
+		buf[n] = 0;
+		for (char *p = strstr(buf, want); p; p = strstr(p + 1, want)) {
+			char end = p[strlen(want)];
+
+			if ((p == buf || p[-1] == ',') && (end == ',' || !end)) {
+				if (found > 0) {
+					closedir(d);
+					return -1;
+				}
+				found = atoi(de->d_name);
+				break;
+			}
+		}
+	}
+	closedir(d);
+	return found;
+}
+
+/* "SPEC[,vm=PID]": the connection spec and which VM on this host it is. */
+static int guest_parse(struct guest *g, const char *arg)
+{
+	const char *comma = strstr(arg, ",vm=");
+	size_t len = comma ? (size_t)(comma - arg) : strlen(arg);
+	uint64_t pid;
+
+	if (len >= sizeof(g->spec)) {
+		hg_err("--guest '%s' is too long", arg);
+		return -1;
+	}
+	memcpy(g->spec, arg, len);
+	g->spec[len] = 0;
+	g->vm.vm_pid = -1;
+	g->vm.how = HGCOR_VM_UNKNOWN;
+	memcpy(g->vm.spec, g->spec, len < sizeof(g->vm.spec) - 1 ? len : sizeof(g->vm.spec) - 1);
+	if (!strncmp(g->spec, "vsock:", 6))
+		g->vm.cid = (uint32_t)strtoul(g->spec + 6, NULL, 10);
+	if (comma) {
+		if (!parse_u64(comma + 4, 0x7fffffff, &pid) || !pid) {
+			hg_err("--guest %s: vm= wants the VM's process id", arg);
+			return -1;
+		}
+		g->vm.vm_pid = (int32_t)pid;
+		g->vm.how = HGCOR_VM_BY_OPTION;
+	}
+	return 0;
+}
+
+static int flush_probes(struct guest *g, struct hgcor_writer *w)
+{
+	uint32_t prefix[2] = { g->id, 0 };
+	int ret;
+
+	if (!g->np)
+		return 0;
+	ret = hgcor_write_section2(w, HGCOR_SEC_PROBES, 0, prefix, sizeof(prefix), g->pbuf,
+				   g->np * sizeof(g->pbuf[0]));
+	g->np = 0;
+	return ret;
+}
+
+static int send_probe(struct guest *g, const struct host_clock *hc)
+{
+	struct hgp_probe p = { .seq = ++g->probe_seq };
+	int ret = host_now(hc, &g->probe_send);
+
+	if (!ret)
+		ret = hgp_send(g->fd, HGP_PROBE, &p, sizeof(p));
+	if (!ret)
+		g->probe_pending = true;
+	return ret;
+}
+
+/* A reply: @recv holds the host's clocks read right after it arrived. */
+static int probe_reply(struct guest *g, struct hgcor_writer *w, const struct host_clock *hc,
+		       const struct hgclock_now *recv, const uint8_t *buf, uint32_t len,
+		       double interval_s)
+{
+	struct hgp_probe_reply r;
+	struct hgcor_probe *p;
+	int ret = 0;
+
+	if (len != sizeof(r) || !g->probe_pending) {
+		hg_err("guest %s: unexpected probe reply", g->spec);
+		return -EPROTO;
+	}
+	memcpy(&r, buf, sizeof(r));
+	if (r.seq != g->probe_seq) {
+		hg_err("guest %s: probe reply %llu, expected %llu", g->spec,
+		       (unsigned long long)r.seq, (unsigned long long)g->probe_seq);
+		return -EPROTO;
+	}
+	g->probe_pending = false;
+	p = &g->pbuf[g->np++];
+	*p = (struct hgcor_probe){
+		.host_tsc_send = g->probe_send.tsc, .host_ns_send = g->probe_send.sched_clock_ns,
+		.host_tsc_recv = recv->tsc, .host_ns_recv = recv->sched_clock_ns,
+		.guest_tsc = r.guest_tsc, .guest_sched_ns = r.guest_sched_ns,
+		.guest_local_ns = r.guest_local_ns,
+		.host_cpu_send = (uint16_t)g->probe_send.cpu, .host_cpu_recv = (uint16_t)recv->cpu,
+		.guest_cpu = (uint16_t)r.guest_cpu, .flags = (uint16_t)r.flags,
+	};
+	g->nr_probes++;
+	if (recv->sched_clock_ns - g->probe_send.sched_clock_ns < g->best_rtt_ns || !g->best_rtt_ns)
+		g->best_rtt_ns = recv->sched_clock_ns - g->probe_send.sched_clock_ns;
+	if (g->np == HG_PROBE_BUF)
+		ret = flush_probes(g, w);
+	if (!ret && g->burst_left && !g->closing) {
+		g->burst_left--;
+		ret = send_probe(g, hc);
+	} else {
+		g->next_probe = now_s() + interval_s;
+	}
+	return ret;
+}
 
 /* Connects, says HELLO, writes the guest's INFO to the file. */
 static int guest_open(struct guest *g, struct hgcor_writer *w, uint8_t *buf)
@@ -78,6 +267,19 @@ static int guest_open(struct guest *g, struct hgcor_writer *w, uint8_t *buf)
 	if (!ret)
 		ret = hgcor_write_section2(w, HGCOR_SEC_GUEST_INFO, 0, prefix, sizeof(prefix),
 					   buf + sizeof(hello), h.length - sizeof(hello));
+	/* Which VM on this host: said on the command line, or found by CID. */
+	if (!ret && g->vm.how == HGCOR_VM_UNKNOWN && g->vm.cid) {
+		g->vm.vm_pid = vm_by_cid(g->vm.cid);
+		if (g->vm.vm_pid > 0)
+			g->vm.how = HGCOR_VM_BY_CID;
+	}
+	if (!ret && g->vm.vm_pid <= 0)
+		fprintf(stderr, "hgclock record: guest %s: its VM process is unknown (add ,vm=PID);"
+			" probes only\n", g->spec);
+	if (!ret) {
+		g->vm.guest_id = g->id;
+		ret = hgcor_write_section(w, HGCOR_SEC_GUEST_VM, 0, &g->vm, sizeof(g->vm));
+	}
 	if (ret) {
 		close(g->fd);
 		g->fd = -1;
@@ -89,14 +291,28 @@ static int guest_open(struct guest *g, struct hgcor_writer *w, uint8_t *buf)
 	return 0;
 }
 
-/* One message from a guest: records go to the file; BYE/ERROR end it. */
-static int guest_message(struct guest *g, struct hgcor_writer *w, uint8_t *buf)
+/*
+ * One message from a guest: records go to the file, probe replies are
+ * paired with the host's clocks; BYE/ERROR end the session.
+ */
+static int guest_message(struct guest *g, struct hgcor_writer *w, uint8_t *buf,
+			 const struct host_clock *hc, double interval_s)
 {
 	uint32_t prefix[2] = { g->id, 0 };
 	struct hgp_header h;
+	struct hgclock_now recv;
 	int ret = hgp_recv(g->fd, &h, buf);
 
-	if (!ret && h.type == HGP_RECORDS) {
+	/* The host's side of a probe is read first thing: it bounds the pair. */
+	if (!ret && h.type == HGP_PROBE_REPLY) {
+		ret = host_now(hc, &recv);
+		if (!ret)
+			ret = probe_reply(g, w, hc, &recv, buf, h.length, interval_s);
+		if (!ret)
+			return 0;
+		if (ret != -EPROTO)
+			hg_err("guest %s: probe: %s", g->spec, strerror(-ret));
+	} else if (!ret && h.type == HGP_RECORDS) {
 		if (hgcor_walk_records(buf, h.length, NULL, NULL)) {
 			hg_err("guest %s: malformed records", g->spec);
 			ret = -EPROTO;
@@ -118,6 +334,119 @@ static int guest_message(struct guest *g, struct hgcor_writer *w, uint8_t *buf)
 	close(g->fd);
 	g->fd = -1;
 	return 0;
+}
+
+/*
+ * The mapping, computed from what this run wrote (read back from the
+ * file, so it is exactly what a later reader sees), as SEGMENTS.
+ */
+static int write_segments(struct hgcor_writer *w, const char *path)
+{
+	const void *buf;
+	struct hgsync s;
+	size_t len, total = 0;
+	struct hgcor_segment *all;
+	int ret;
+
+	if (fflush(w->f) || hg_map_file(path, &buf, &len))
+		return -EIO;
+	ret = hgsync_load(&s, buf, len, HGSYNC_ALLOW_OPEN | HGSYNC_IGNORE_SEGMENTS, NULL);
+	if (!ret)
+		ret = hgsync_build(&s);
+	if (ret) {
+		hg_err("%s: cannot compute the mapping: %s", path,
+		       ret == -ENOMEM ? strerror(ENOMEM) : hgcor_strerror(ret));
+		goto out;
+	}
+	for (unsigned int i = 0; i < s.nr_guests; i++)
+		total += s.guests[i].nr_segs;
+	all = calloc(total ? total : 1, sizeof(*all));
+	if (!all) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	total = 0;
+	for (unsigned int i = 0; i < s.nr_guests; i++) {
+		const struct hgsync_guest *g = &s.guests[i];
+		unsigned int kvm = 0, probe = 0;
+		uint64_t best = UINT64_MAX;
+
+		memcpy(all + total, g->segs, g->nr_segs * sizeof(*all));
+		total += g->nr_segs;
+		for (size_t j = 0; j < g->nr_segs; j++) {
+			if (g->segs[j].method == HGCOR_METHOD_KVM_EXACT) {
+				kvm++;
+			} else {
+				probe++;
+				if (g->segs[j].clock == HGCOR_CLOCK_SCHED && g->segs[j].bound_ns < best)
+					best = g->segs[j].bound_ns;
+			}
+		}
+		if (!g->present)
+			continue;
+		fprintf(stderr, "hgclock record: guest %u: %u kvm-exact segments (%llu of %llu "
+			"probes agree), %u probe segments", i, kvm,
+			(unsigned long long)g->kvm_agree, (unsigned long long)g->kvm_checked, probe);
+		if (best != UINT64_MAX)
+			fprintf(stderr, ", probe bound %llu ns", (unsigned long long)best);
+		fputc('\n', stderr);
+	}
+	ret = hgcor_write_section(w, HGCOR_SEC_SEGMENTS, 0, all, total * sizeof(*all));
+	free(all);
+out:
+	hgsync_free(&s);
+	hg_unmap_file(buf, len);
+	return ret;
+}
+
+/*
+ * The vCPU threads tracked before this run, as VCPU_SEEN records stamped
+ * now: the ring was skipped at the start, so their discovery records are
+ * gone, but their TSC offsets are what the mapping starts from.  Changes
+ * after the skip are in the ring (TSC_OFFSET), stamped when they
+ * happened, so a reader sorting by TSC sees them in the right order.
+ */
+static int write_tracked(struct hgcor_writer *w, int fd, const struct host_clock *hc)
+{
+	struct hgclock_vcpu_info *infos = NULL;
+	struct hgclock_rec_vcpu_seen *recs;
+	struct hgclock_now now;
+	unsigned int nr = 0, n = 0;
+	int ret;
+
+	ret = hgclock_list_vcpus(fd, &infos, &nr);
+	if (ret || !nr) {
+		free(infos);
+		return ret == -ENOTTY ? 0 : ret;
+	}
+	recs = calloc(nr, sizeof(*recs));
+	ret = recs ? host_now(hc, &now) : -ENOMEM;
+	for (unsigned int i = 0; i < nr && !ret; i++) {
+		struct hgclock_rec_vcpu_seen *r = &recs[n];
+
+		if (!(infos[i].flags & HGCLOCK_VCPU_KVM))
+			continue;
+		r->hdr.type = HGCLOCK_REC_VCPU_SEEN;
+		r->hdr.size = sizeof(*r);
+		r->hdr.cpu = infos[i].host_cpu >= 0 ? (uint32_t)infos[i].host_cpu : now.cpu;
+		r->hdr.tsc = now.tsc;
+		r->hdr.sched_clock_ns = now.sched_clock_ns;
+		r->tid = infos[i].tid;
+		r->vm_pid = infos[i].vm_pid;
+		r->vcpu_id = infos[i].vcpu_id;
+		r->flags = infos[i].flags;
+		memcpy(r->vm_name, infos[i].vm_name, sizeof(r->vm_name));
+		r->tsc_offset = infos[i].tsc_offset;
+		r->tsc_scaling_ratio = infos[i].tsc_scaling_ratio;
+		r->tsc_frac_bits = infos[i].tsc_frac_bits;
+		r->host_cpu = infos[i].host_cpu;
+		n++;
+	}
+	if (!ret && n)
+		ret = hgcor_write_section(w, HGCOR_SEC_HOST_RECORDS, 0, recs, n * sizeof(*recs));
+	free(recs);
+	free(infos);
+	return ret;
 }
 
 static volatile sig_atomic_t stop;
@@ -151,14 +480,6 @@ static int write_host_batch(const struct hg_batch *b, void *ctx)
 	return 0;
 }
 
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 static void record_usage(FILE *out)
 {
 	fprintf(out,
@@ -167,8 +488,12 @@ static void record_usage(FILE *out)
 		"KVM TSC offset changes) into a correlation file until SEC seconds\n"
 		"have passed or it is interrupted (Ctrl-C): the file is then complete.\n"
 		"--period sets the module's snapshot period while recording.\n"
-		"--guest vsock:CID[:PORT] or tcp:HOST:PORT adds a guest running\n"
-		"'hgclock agent': its clock data joins the file.\n");
+		"--guest vsock:CID[:PORT][,vm=PID] or tcp:HOST:PORT[,vm=PID] adds a guest\n"
+		"running 'hgclock agent': its clock data joins the file, its clocks are\n"
+		"probed every --probe-interval MS (default 100, 0: never), and the\n"
+		"guest-to-host mapping is computed at the end.  vm=PID names the VM's\n"
+		"process on this host (found from guest-cid=CID on qemu's command line\n"
+		"otherwise); with it KVM's exact TSC relation is used.\n");
 }
 
 int cmd_record(int argc, char **argv)
@@ -178,6 +503,7 @@ int cmd_record(int argc, char **argv)
 		{ "duration", required_argument, NULL, 'd' },
 		{ "period", required_argument, NULL, 'p' },
 		{ "guest", required_argument, NULL, 'g' },
+		{ "probe-interval", required_argument, NULL, 'i' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -191,23 +517,35 @@ int cmd_record(int argc, char **argv)
 	const char *out = NULL;
 	double start, last_status = 0;
 	bool tty = isatty(STDERR_FILENO), period_set = false;
-	struct guest guests[HG_MAX_GUESTS];
+	/* Static: each guest holds a probe buffer; record runs once per process. */
+	static struct guest guests[HG_MAX_GUESTS];
+	struct host_clock hc;
+	uint64_t interval_ms = 100;
+	double interval_s;
 	unsigned int nr_guests = 0, g;
 	uint8_t *gbuf = NULL;
 	char note[512];
 	int c, fd, ret, i;
 
-	while ((c = getopt_long(argc, argv, "o:d:p:g:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "o:d:p:g:i:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'g':
 			if (nr_guests == HG_MAX_GUESTS) {
 				hg_err("at most %d guests", HG_MAX_GUESTS);
 				return HGCLOCK_EXIT_USAGE;
 			}
-			guests[nr_guests].spec = optarg;
+			if (guest_parse(&guests[nr_guests], optarg)) {
+				return HGCLOCK_EXIT_USAGE;
+			}
 			guests[nr_guests].id = nr_guests;
 			guests[nr_guests].fd = -1;
 			nr_guests++;
+			break;
+		case 'i':
+			if (!parse_u64(optarg, 3600 * 1000, &interval_ms)) {
+				hg_err("--probe-interval wants milliseconds, not '%s'", optarg);
+				return HGCLOCK_EXIT_USAGE;
+			}
 			break;
 		case 'o':
 			out = optarg;
@@ -298,6 +636,11 @@ int cmd_record(int argc, char **argv)
 		if (!gbuf)
 			ret = -ENOMEM;
 	}
+	hc.fd = fd;
+	hc.map = &map;
+	interval_s = interval_ms / 1000.0;
+	if (!ret)
+		ret = write_tracked(&w, fd, &hc);
 	for (g = 0; g < nr_guests && !ret; g++)
 		ret = guest_open(&guests[g], &w, gbuf);
 	signal(SIGPIPE, SIG_IGN);
@@ -315,9 +658,21 @@ int cmd_record(int argc, char **argv)
 			break;
 		if (tty && (now_s() - last_status >= 1 || last)) {
 			last_status = now_s();
-			fprintf(stderr, "\rhgclock record: %.0f s, %llu records, %llu lost, %llu bytes  ",
+			uint64_t probes = 0, rtt = 0;
+
+			for (g = 0; g < nr_guests; g++) {
+				probes += guests[g].nr_probes;
+				if (guests[g].best_rtt_ns > rtt)
+					rtt = guests[g].best_rtt_ns;
+			}
+			fprintf(stderr, "\rhgclock record: %.0f s, %llu records, %llu lost, %llu bytes",
 				last_status - start, (unsigned long long)sink.total,
 				(unsigned long long)sink.lost, (unsigned long long)w.bytes);
+			if (nr_guests)
+				fprintf(stderr, ", %u guests, %llu probes, probe bound <= %llu ns",
+					nr_guests, (unsigned long long)probes,
+					(unsigned long long)rtt / 2);
+			fputs("  ", stderr);
 		}
 		if (last)
 			break;
@@ -334,7 +689,22 @@ int cmd_record(int argc, char **argv)
 		}
 		for (g = 0; g < nr_guests && !ret; g++)
 			if (guests[g].fd >= 0 && (pfd[1 + g].revents & (POLLIN | POLLHUP | POLLERR)))
-				ret = guest_message(&guests[g], &w, gbuf);
+				ret = guest_message(&guests[g], &w, gbuf, &hc, interval_s);
+		/* A new burst of probes for each guest whose interval has passed. */
+		for (g = 0; g < nr_guests && !ret; g++) {
+			struct guest *gs = &guests[g];
+
+			if (gs->fd < 0 || gs->probe_pending || !interval_ms || now_s() < gs->next_probe)
+				continue;
+			gs->burst_left = HG_PROBE_BURST - 1;
+			ret = send_probe(gs, &hc);
+			if (ret) {
+				hg_err("guest %s: probe: %s", gs->spec, strerror(-ret));
+				close(gs->fd);
+				gs->fd = -1;
+				ret = 0;
+			}
+		}
 	}
 	/*
 	 * Ask each guest to finish: it sends what its rings still hold, then
@@ -345,21 +715,28 @@ int cmd_record(int argc, char **argv)
 
 		if (guests[g].fd < 0)
 			continue;
+		guests[g].closing = true;
 		hgp_send(guests[g].fd, HGP_BYE, NULL, 0);
 		while (!ret && guests[g].fd >= 0 && now_s() < until) {
 			struct pollfd one = { .fd = guests[g].fd, .events = POLLIN };
 
 			if (poll(&one, 1, 500) > 0)
-				ret = guest_message(&guests[g], &w, gbuf);
+				ret = guest_message(&guests[g], &w, gbuf, &hc, interval_s);
 		}
 		if (guests[g].fd >= 0) {
 			close(guests[g].fd);
 			guests[g].fd = -1;
 		}
 	}
+	for (g = 0; g < nr_guests && !ret; g++)
+		ret = flush_probes(&guests[g], &w);
 	for (g = 0; g < nr_guests; g++)
-		fprintf(stderr, "hgclock record: guest %s: %llu record batches\n",
-			guests[g].spec, (unsigned long long)guests[g].records);
+		fprintf(stderr, "hgclock record: guest %s: %llu record batches, %llu probes"
+			" (tightest round trip %llu ns)\n", guests[g].spec,
+			(unsigned long long)guests[g].records, (unsigned long long)guests[g].nr_probes,
+			(unsigned long long)guests[g].best_rtt_ns);
+	if (!ret && nr_guests)
+		ret = write_segments(&w, out);
 	if (tty)
 		fputc('\n', stderr);
 	if (period_set) {

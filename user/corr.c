@@ -22,6 +22,9 @@
 
 _Static_assert(sizeof(struct hgcor_file_header) == 64, "file header is 64 bytes");
 _Static_assert(sizeof(struct hgcor_section) == 24, "section header is 24 bytes");
+_Static_assert(sizeof(struct hgcor_probe) == 64, "probe is 64 bytes");
+_Static_assert(sizeof(struct hgcor_guest_vm) == 32, "guest_vm is 32 bytes");
+_Static_assert(sizeof(struct hgcor_segment) == 112, "segment is 112 bytes");
 
 /* CRC-32 (IEEE 802.3, reflected 0xEDB88320), table built on first use. */
 uint32_t hgcor_crc32(uint32_t crc, const void *buf, size_t len)
@@ -241,6 +244,13 @@ static int check_content(uint32_t type, const uint8_t *p, uint64_t len)
 		return hgcor_walk_records(p + 8, len - 8, NULL, NULL);
 	case HGCOR_SEC_NOTE:
 		return HGCOR_OK;
+	case HGCOR_SEC_PROBES:
+		return len >= 8 && (len - 8) % sizeof(struct hgcor_probe) == 0 ?
+			HGCOR_OK : HGCOR_E_CONTENT;
+	case HGCOR_SEC_GUEST_VM:
+		return len == sizeof(struct hgcor_guest_vm) ? HGCOR_OK : HGCOR_E_CONTENT;
+	case HGCOR_SEC_SEGMENTS:
+		return len % sizeof(struct hgcor_segment) == 0 ? HGCOR_OK : HGCOR_E_CONTENT;
 	case HGCOR_SEC_END:
 		return len == 8 ? HGCOR_OK : HGCOR_E_CONTENT;
 	default:

@@ -18,7 +18,7 @@
 
 #define HGCOR_MAGIC		"HGCLKCOR"
 #define HGCOR_VERSION_MAJOR	1	/* readers reject a larger major */
-#define HGCOR_VERSION_MINOR	0	/* readers accept any minor */
+#define HGCOR_VERSION_MINOR	1	/* readers accept any minor; 1.1: probes, segments */
 #define HGCOR_MAX_SECTION	(64u << 20)	/* bytes of one payload */
 
 struct hgcor_file_header {
@@ -51,7 +51,87 @@ struct hgcor_section {
 #define HGCOR_SEC_GUEST_RECORDS	4	/* u32 guest id, u32 0, ring records */
 #define HGCOR_SEC_NOTE		5	/* UTF-8 text (command line, host name) */
 #define HGCOR_SEC_END		6	/* u64 sections before it: a clean close */
-#define HGCOR_SEC_MAX		6
+#define HGCOR_SEC_PROBES	7	/* u32 guest id, u32 0, struct hgcor_probe[] */
+#define HGCOR_SEC_GUEST_VM	8	/* struct hgcor_guest_vm */
+#define HGCOR_SEC_SEGMENTS	9	/* struct hgcor_segment[]: the mapping chosen */
+#define HGCOR_SEC_MAX		9
+
+/*
+ * One clock probe (see proto.h): the host's TSC and sched_clock right
+ * before it sent the request and right after the reply arrived, and the
+ * guest's reading in between.  64 bytes.
+ */
+struct hgcor_probe {
+	uint64_t host_tsc_send;
+	uint64_t host_ns_send;		/* host sched_clock at host_tsc_send */
+	uint64_t host_tsc_recv;
+	uint64_t host_ns_recv;
+	uint64_t guest_tsc;
+	uint64_t guest_sched_ns;	/* guest sched_clock at guest_tsc */
+	uint64_t guest_local_ns;	/* guest local_clock (HGP_PROBE_HAS_LOCAL) */
+	uint16_t host_cpu_send;
+	uint16_t host_cpu_recv;
+	uint16_t guest_cpu;
+	uint16_t flags;			/* HGP_PROBE_* of the reply */
+};
+
+/* hgcor_guest_vm.how */
+#define HGCOR_VM_UNKNOWN	0	/* no VM found: probes only */
+#define HGCOR_VM_BY_CID		1	/* the qemu whose command line has guest-cid=CID */
+#define HGCOR_VM_BY_OPTION	2	/* --guest SPEC,vm=PID */
+
+/* Which process on the host runs guest @guest_id.  32 bytes. */
+struct hgcor_guest_vm {
+	uint32_t guest_id;
+	int32_t vm_pid;			/* -1 when unknown */
+	uint32_t how;			/* HGCOR_VM_* */
+	uint32_t cid;			/* vsock CID, 0 for TCP */
+	char spec[16];			/* --guest argument, cut, NUL terminated */
+};
+
+/* hgcor_segment.method */
+#define HGCOR_METHOD_KVM_EXACT	1	/* KVM's TSC offset/scaling, chained conversions */
+#define HGCOR_METHOD_PROBE	2	/* fitted from bracketed probes */
+
+/* hgcor_segment.clock: which guest clock the segment maps */
+#define HGCOR_CLOCK_TSC		1	/* x86-tsc: guest TSC -> host TSC */
+#define HGCOR_CLOCK_SCHED	2	/* ftrace "local": guest sched_clock -> host's */
+
+/*
+ * One piece of the guest-to-host mapping, for the host TSC span
+ * [host_tsc_start, host_tsc_end) and the same span of the guest's clock
+ * @clock, [guest_start, guest_end) (the first segment of a vCPU starts
+ * at 0, the last ends at UINT64_MAX: before and after what was observed,
+ * the mapping in force then is assumed).  112 bytes.
+ *
+ * KVM_EXACT (clock TSC; the other clocks chain the guest's and the host's
+ * conversions around it), per vCPU:
+ *	guest_tsc = ((host_tsc * tsc_ratio) >> tsc_frac_bits) + tsc_offset
+ *
+ * PROBE, for clock @clock of vCPU @vcpu_id (-1: every vCPU):
+ *	d = guest - ref_guest                       (signed)
+ *	host = ref_host + d + ((__int128)d * rate_q48 >> 48)
+ * with |error| <= bound_ns inside the probed span (sync.rst).
+ */
+struct hgcor_segment {
+	uint32_t guest_id;
+	int32_t vcpu_id;
+	uint32_t method;		/* HGCOR_METHOD_* */
+	uint32_t clock;			/* HGCOR_CLOCK_* */
+	uint64_t host_tsc_start;
+	uint64_t host_tsc_end;		/* UINT64_MAX: open */
+	uint64_t guest_start;
+	uint64_t guest_end;		/* UINT64_MAX: open */
+	uint64_t tsc_offset;
+	uint64_t tsc_ratio;
+	uint32_t tsc_frac_bits;
+	uint32_t nr_samples;		/* probes used (PROBE), agreeing (KVM) */
+	uint64_t ref_guest;
+	uint64_t ref_host;
+	int64_t rate_q48;
+	uint64_t bound_ns;		/* 0 for KVM_EXACT on the TSC */
+	uint64_t reserved;		/* zero */
+};
 
 uint32_t hgcor_crc32(uint32_t crc, const void *buf, size_t len);
 

@@ -20,6 +20,8 @@ static const struct hgclock_cmd commands[] = {
 	{ "agent", cmd_agent, "serve this guest's clock data to 'record --guest' (vsock/TCP)" },
 	{ "record", cmd_record, "record this host's clock data into a correlation file" },
 	{ "dump", cmd_dump, "print a correlation file (--json)" },
+	{ "convert", cmd_convert, "convert guest clock values to host time with a correlation file" },
+	{ "mark", cmd_mark, "guest: read the clocks and write an I/O port marker the host traces" },
 	{ "records", cmd_records, "print every record from the rings (tracking, snapshots)" },
 	{ "vcpus", cmd_vcpus, "list tracked vCPU threads: VM, vcpu_id, host CPU, TSC offset" },
 	{ "snapshots", cmd_snapshots, "print per-CPU TSC->sched_clock snapshots from the ring" },

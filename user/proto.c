@@ -6,32 +6,18 @@
  */
 #include <errno.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <linux/vm_sockets.h>
 
 #include "proto.h"
-
-static int write_all(int fd, const void *buf, size_t len)
-{
-	const char *p = buf;
-
-	while (len) {
-		ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return n < 0 ? -errno : -EIO;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
 
 static int read_all(int fd, void *buf, size_t len)
 {
@@ -57,20 +43,47 @@ int hgp_send(int fd, uint16_t type, const void *payload, uint32_t len)
 	struct hgp_header h = {
 		.magic = HGP_MAGIC, .type = type, .length = len,
 	};
-	int ret;
+	struct iovec iov[2] = {
+		{ .iov_base = &h, .iov_len = sizeof(h) },
+		{ .iov_base = (void *)payload, .iov_len = len },
+	};
+	struct msghdr msg = { .msg_iov = iov, .msg_iovlen = len ? 2 : 1 };
+	size_t left = sizeof(h) + len;
 
 	if (len > HGP_MAX_PAYLOAD)
 		return -EMSGSIZE;
-	ret = write_all(fd, &h, sizeof(h));
-	if (!ret && len)
-		ret = write_all(fd, payload, len);
-	return ret;
+	/*
+	 * Header and payload in one call: one packet for a small message,
+	 * so a clock probe is not split in two (each would wake the peer).
+	 */
+	while (left) {
+		ssize_t n = sendmsg(fd, &msg, MSG_NOSIGNAL);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		left -= (size_t)n;
+		while (n > 0 && msg.msg_iovlen) {
+			size_t take = (size_t)n < msg.msg_iov->iov_len ? (size_t)n :
+				      msg.msg_iov->iov_len;
+
+			msg.msg_iov->iov_base = (char *)msg.msg_iov->iov_base + take;
+			msg.msg_iov->iov_len -= take;
+			n -= (ssize_t)take;
+			if (!msg.msg_iov->iov_len) {
+				msg.msg_iov++;
+				msg.msg_iovlen--;
+			}
+		}
+	}
+	return 0;
 }
 
 int hgp_check_header(const struct hgp_header *h)
 {
 	if (h->magic != HGP_MAGIC || h->flags || h->reserved ||
-	    h->length > HGP_MAX_PAYLOAD || h->type < HGP_HELLO || h->type > HGP_ERROR)
+	    h->length > HGP_MAX_PAYLOAD || h->type < HGP_HELLO || h->type > HGP_TYPE_MAX)
 		return -EPROTO;
 	return 0;
 }
@@ -144,6 +157,10 @@ int hgp_connect(const char *spec, char *err, size_t errlen)
 			if (s < 0)
 				continue;
 			if (!connect(s, ai->ai_addr, ai->ai_addrlen)) {
+				int one = 1;
+
+				/* Probes are tiny and timed: no Nagle delay. */
+				setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 				fd = s;
 				break;
 			}

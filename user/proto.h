@@ -18,7 +18,7 @@
 
 #define HGP_MAGIC		0x50434748u	/* "HGCP" */
 #define HGP_VERSION_MAJOR	1
-#define HGP_VERSION_MINOR	0
+#define HGP_VERSION_MINOR	1	/* 1.1: PROBE/PROBE_REPLY */
 #define HGP_DEFAULT_PORT	7007		/* vsock port and TCP port */
 #define HGP_MAX_PAYLOAD		(1u << 20)
 
@@ -28,7 +28,10 @@ enum hgp_type {
 	HGP_RECORDS = 3,	/* guest: ring records, back to back */
 	HGP_BYE = 4,		/* either: orderly end, no payload */
 	HGP_ERROR = 5,		/* either: UTF-8 text, then the connection ends */
+	HGP_PROBE = 6,		/* host: struct hgp_probe (1.1) */
+	HGP_PROBE_REPLY = 7,	/* guest: struct hgp_probe_reply (1.1) */
 };
+#define HGP_TYPE_MAX		HGP_PROBE_REPLY
 
 struct hgp_header {
 	uint32_t magic;
@@ -42,6 +45,29 @@ struct hgp_hello {
 	uint16_t major;
 	uint16_t minor;
 	uint32_t reserved;
+};
+
+/*
+ * A clock probe: the host reads its clock, sends PROBE, and reads its clock
+ * again when PROBE_REPLY arrives; the guest's reading inside the reply was
+ * taken between the two (causality), which bounds the offset between the
+ * clocks by the round trip.  Documentation/sync.rst.
+ */
+struct hgp_probe {
+	uint64_t seq;		/* echoed in the reply */
+};
+
+/* hgp_probe_reply.flags */
+#define HGP_PROBE_EXACT		(1u << 0) /* read with the exact conversion */
+#define HGP_PROBE_HAS_LOCAL	(1u << 1) /* guest_local_ns is valid */
+
+struct hgp_probe_reply {
+	uint64_t seq;
+	uint64_t guest_tsc;		/* rdtscp on guest_cpu */
+	uint64_t guest_sched_ns;	/* the guest's sched_clock at guest_tsc */
+	uint64_t guest_local_ns;	/* its local_clock there */
+	uint32_t guest_cpu;
+	uint32_t flags;			/* HGP_PROBE_* */
 };
 
 /* Sends one message; 0 or -errno. */

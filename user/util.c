@@ -3,10 +3,14 @@
  * Helpers shared by the subcommands.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cmd.h"
 #include "libhgclock.h"
@@ -118,4 +122,36 @@ int hg_open_device(void)
 		return -(int)hgclock_open_exit(fd);
 	}
 	return fd;
+}
+
+int hg_map_file(const char *path, const void **buf, size_t *len)
+{
+	struct stat st;
+	void *p = NULL;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0 || fstat(fd, &st)) {
+		hg_err("%s: %s", path, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return HGCLOCK_EXIT_FAILURE;
+	}
+	if (st.st_size > 0) {
+		p = mmap(NULL, st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+		if (p == MAP_FAILED) {
+			hg_err("%s: %s", path, strerror(errno));
+			close(fd);
+			return HGCLOCK_EXIT_FAILURE;
+		}
+	}
+	close(fd);
+	*buf = p ? p : "";
+	*len = st.st_size;
+	return HGCLOCK_EXIT_OK;
+}
+
+void hg_unmap_file(const void *buf, size_t len)
+{
+	if (len)
+		munmap((void *)buf, len);
 }

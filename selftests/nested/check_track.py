@@ -119,5 +119,145 @@ def pairing(dump_jsonl):
     print("# %d guest snapshots (exact kvm-clock), %d host snapshots" % (len(guest), len(host)))
 
 
+M64 = (1 << 64) - 1
+
+
+def conv_apply(c, tsc):
+    """struct hgclock_conversion's formula (uapi/linux/hgclock.h)."""
+    d = (tsc - c["tsc_base"]) & M64
+    if c["pre_shift"] >= 0:
+        d = (d << c["pre_shift"]) & M64
+    else:
+        d >>= -c["pre_shift"]
+    return (c["offset_ns"] + ((d * c["mult"]) >> c["shift"])) & M64
+
+
+def convert(tool, hgc, clock, pairs, method="auto"):
+    """hgclock convert --json for [(vcpu, value)]: a list of result dicts."""
+    import subprocess
+    inp = "".join("%d %d\n" % p for p in pairs)
+    out = subprocess.run([tool, "convert", "--json", "--clock", clock, "--method", method,
+                          hgc], input=inp, capture_output=True, text=True)
+    if out.returncode:
+        fail("hgclock convert: " + out.stderr.strip())
+    return [json.loads(l) for l in out.stdout.splitlines() if l.strip()]
+
+
+def parse_ftrace(path):
+    """hgclock mark's CPUID exits (kvm_cpuid, leaf 0x48434d4b, subleaf the
+    marker's number) and kvm_write_tsc_offset changes, x86-tsc stamps."""
+    import re
+    exits, offs = {}, {}
+    ev = re.compile(r"\s(\d+):\s+(kvm_cpuid|kvm_write_tsc_offset):\s+(.*)$")
+    for line in open(path, errors="replace"):
+        m = ev.search(line)
+        if not m:
+            continue
+        ts, name, rest = int(m.group(1)), m.group(2), m.group(3)
+        if name == "kvm_cpuid":
+            v = re.search(r"func 48434d4b,? idx ([0-9a-f]+)", rest)
+            if v:
+                exits.setdefault(int(v.group(1), 16), ts)
+        else:
+            f = dict(kv.split("=") for kv in rest.split() if "=" in kv)
+            offs.setdefault(int(f["vcpu"]), []).append((ts, int(f["next"])))
+    return exits, offs
+
+
+def sync(tool, hgc, dump_jsonl, marks_jsonl, ftrace_txt, offsets1, offsets2, out_json):
+    """Every guest marker through the file's mapping, against ground truth:
+    the guest TSC minus the vCPU's TSC offset in force (KVM's own
+    kvm_write_tsc_offset trace, cross-checked with debugfs), and the host's
+    kvm_cpuid event for the marker (the exit it caused, after the reading)."""
+    recs = load_records(dump_jsonl)
+    marks = load_records(marks_jsonl)
+    exits, ftrace_offs = parse_ftrace(ftrace_txt)
+    # debugfs prints tsc-offset signed; the records hold it modulo 2^64.
+    dbg1 = {int(a): int(b) & M64 for a, b in (l.split() for l in open(offsets1) if l.strip())}
+    dbg2 = {int(a): int(b) & M64 for a, b in (l.split() for l in open(offsets2) if l.strip())}
+    khz = next(r["tsc_khz"] for r in recs if r.get("section") == "host_info")
+    hconv = sorted((r["tsc"], r) for r in recs if r.get("from") == "host" and r.get("type") == "cyc2ns")
+    segs = [r for r in recs if r.get("section") == "segment"]
+    res = {"marks": len(marks), "exit_events": len(exits)}
+    if not marks or not hconv:
+        fail("no markers (%d) or no host conversions" % len(marks))
+
+    def host_ns(tsc):
+        best = hconv[0][1]
+        for t, r in hconv:
+            if t <= tsc:
+                best = r
+        return conv_apply(best, tsc)
+
+    def offset_at(vcpu, host_tsc):
+        """The offset KVM last wrote for vcpu before host_tsc; else debugfs."""
+        best = None
+        for ts, off in ftrace_offs.get(vcpu, []):
+            if ts <= host_tsc:
+                best = off
+        return best
+
+    # Truth per marker: the offset in force when its exit reached the host.
+    truth = []
+    for m in marks:
+        p = exits.get(m["seq"])
+        off = offset_at(m["cpu"], p) if p is not None else None
+        if off is None:
+            off = (dbg1 if m["seq"] < 1000 else dbg2)[m["cpu"]]
+        htsc = (m["tsc"] - off) & M64
+        truth.append((m, p, htsc, host_ns(htsc)))
+    res["truth_from_kvm_trace"] = sum(1 for m in marks if m["seq"] in exits and ftrace_offs.get(m["cpu"]))
+    # debugfs, read after the recording's TSC write, shows one of the
+    # offsets KVM's trace says it wrote (the guest kernel may restore its
+    # TSC_ADJUST, and so the old offset, within a second).
+    res["debugfs_matches_trace"] = dbg2[0] in [o for _, o in ftrace_offs.get(0, [])]
+
+    ok = True
+    # Segments: vCPU 0 has one per offset it had, the new one included.
+    kvm0 = [s for s in segs if s["method"] == "kvm-exact" and s["vcpu"] == 0]
+    res["kvm_segments_vcpu0"] = len(kvm0)
+    res["segments_after_tsc_write"] = len(kvm0) >= 2 and any(
+        s["tsc_offset"] == dbg2[0] for s in kvm0) and any(s["tsc_offset"] == dbg1[0] for s in kvm0)
+    # x86-tsc: exact.
+    tsc_res = convert(tool, hgc, "x86-tsc", [(m["cpu"], m["tsc"]) for m in marks])
+    errs = [abs(r.get("host_value", -1 << 70) - t[2]) for r, t in zip(tsc_res, truth)]
+    res["tsc_max_error_ticks"] = max(errs)
+    res["tsc_methods"] = sorted({r.get("method", r.get("error")) for r in tsc_res})
+    res["tsc_exact"] = max(errs) <= 1 and res["tsc_methods"] == ["kvm-exact"]
+    # ftrace "local" (sched_clock): within 10 ns of the truth.
+    loc = convert(tool, hgc, "local", [(m["cpu"], m["sched_clock_ns"]) for m in marks])
+    lerr = sorted(abs(r.get("host_value", -1 << 70) - t[3]) for r, t in zip(loc, truth))
+    res["local_methods"] = sorted({r.get("method", r.get("error")) for r in loc})
+    res["local_median_error_ns"] = lerr[len(lerr) // 2]
+    res["local_max_error_ns"] = lerr[-1]
+    res["local_within_10ns"] = lerr[-1] <= 10
+    # Causality: each reading, in host time, comes before its exit.
+    lat = []
+    for r, t in zip(tsc_res, truth):
+        if t[1] is not None and "host_value" in r:
+            lat.append((t[1] - r["host_value"]) * 1000000 // khz)
+    lat.sort()
+    res["exit_matched"] = len(lat)
+    if lat:
+        res["exit_latency_min_ns"], res["exit_latency_median_ns"], res["exit_latency_max_ns"] = \
+            lat[0], lat[len(lat) // 2], lat[-1]
+    res["exit_causal"] = len(lat) == len(marks) and lat[0] >= 0 and lat[-1] <= 10000000
+    # The probe method alone, on ftrace's local clock: within its bound.
+    prb = convert(tool, hgc, "local", [(m["cpu"], m["sched_clock_ns"]) for m in marks], "probe")
+    perr = [(abs(r["host_value"] - t[3]), r["bound_ns"]) for r, t in zip(prb, truth) if "host_value" in r]
+    if perr:
+        e = sorted(x for x, _ in perr)
+        res["probe_median_error_ns"], res["probe_max_error_ns"] = e[len(e) // 2], e[-1]
+        res["probe_bound_ns"] = max(b for _, b in perr)
+    res["probe_within_bound"] = len(perr) == len(marks) and all(x <= b for x, b in perr)
+    json.dump(res, open(out_json, "w"), indent=1, sort_keys=True)
+    for k in sorted(res):
+        print("# %s: %s" % (k, res[k]))
+    for k in ("segments_after_tsc_write", "tsc_exact", "local_within_10ns", "exit_causal",
+              "probe_within_bound", "debugfs_matches_trace"):
+        ok = ok and res[k]
+    sys.exit(0 if ok else 1)
+
+
 if __name__ == "__main__":
     globals()[sys.argv[1]](*sys.argv[2:])

@@ -9,23 +9,47 @@ hgclock agent --once --duration 600 2>/tmp/agent.log &
 agent=$!
 echo "GUEST-WAITING"
 
+# write_tsc CPU DELTA: add DELTA to the TSC of CPU through IA32_TSC (MSR
+# 0x10); KVM moves that vCPU's TSC offset.  8 bytes little endian; dd
+# counts in 8-byte blocks.  A large jump upsets the guest's clocks.
+write_tsc() {
+	local tsc bytes="" i=0
+
+	tsc=$(dd if=/dev/cpu/$1/msr bs=8 count=1 skip=2 2>/dev/null | od -An -tu8 | tr -d ' ')
+	[ -n "$tsc" ] || { echo "guest: cannot read the TSC MSR"; return 1; }
+	tsc=$((tsc + $2))
+	while [ $i -lt 8 ]; do
+		bytes="$bytes\\$(printf %03o $(( (tsc >> (8 * i)) & 255 )))"
+		i=$((i + 1))
+	done
+	printf "$bytes" | dd of=/dev/cpu/$1/msr bs=8 count=1 seek=2 2>/dev/null ||
+		{ echo "guest: TSC write failed"; return 1; }
+	echo "guest: wrote TSC $tsc on CPU $1"
+}
+
+# marks FIRST: markers (hgclock mark) from each vCPU, as "MARK {json}".
+marks() {
+	for cpu in 0 1; do
+		taskset -c $cpu hgclock mark --json --count 10 --interval 20 \
+			--first $(($1 + 100 * cpu)) | sed 's/^/MARK /'
+	done
+}
+
 host_wait WRITE-TSC || exit 1
-# IA32_TSC (MSR 0x10) from vCPU 0: KVM moves the vCPU's TSC offset.  Read
-# it, add about a millisecond (a large jump upsets the guest's clocks),
-# write it back: 8 bytes little endian; dd counts in 8-byte blocks.
-tsc=$(dd if=/dev/cpu/0/msr bs=8 count=1 skip=2 2>/dev/null | od -An -tu8 | tr -d ' ')
-[ -n "$tsc" ] || { echo "guest: cannot read the TSC MSR"; exit 1; }
-tsc=$((tsc + 2000000))
-bytes=""
-i=0
-while [ $i -lt 8 ]; do
-	bytes="$bytes\\$(printf %03o $(( (tsc >> (8 * i)) & 255 )))"
-	i=$((i + 1))
-done
-printf "$bytes" | dd of=/dev/cpu/0/msr bs=8 count=1 seek=2 2>/dev/null ||
-	{ echo "guest: TSC write failed"; exit 1; }
-echo "guest: wrote TSC $tsc"
+write_tsc 0 2000000 || exit 1
 echo "TSC-WRITTEN"
+
+# Pairing, while the host records with this agent: markers, a TSC write
+# on vCPU 0 in the middle (a new segment), markers again.
+host_wait MARKS-1 || exit 1
+marks 0
+echo "MARKS-1-DONE"
+host_wait WRITE-TSC-2 || exit 1
+write_tsc 0 3000000 || exit 1
+echo "TSC-2-WRITTEN"
+host_wait MARKS-2 || exit 1
+marks 1000
+echo "MARKS-2-DONE"
 
 host_wait DONE || exit 1
 # The agent ended with the host's session; if not, stop it.

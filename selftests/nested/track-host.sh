@@ -78,18 +78,62 @@ python3 "$check" tsc_write "$recs" "$tid0" "$(cat /tmp/tsc-offset-after)" "$HGCL
 python3 "$check" only_vcpus "$recs" /tmp/vcpu-tids
 [ $? -eq 0 ] && tap ok nested.untracked_silent || tap not-ok nested.untracked_silent
 
-# 4. Host and guest together: record with the guest's agent over vsock;
-# the guest's snapshots (kvm-clock conversions) join the host's file.
-if "$tool" record -o /tmp/pair.hgc --duration 3 --guest vsock:3 2>/tmp/pair.err; then
+# 4. Host and guest together: record with the guest's agent over vsock
+# (its snapshots join the file, its clocks are probed), while the host
+# traces the guest's markers (kvm_cpuid, stamped with the host's TSC) and the
+# guest writes its TSC in the middle.  Ground truth: debugfs tsc-offset.
+tracefs=/sys/kernel/tracing
+[ -d $tracefs/instances ] || mount -t tracefs nodev $tracefs 2>/dev/null
+ftr=$tracefs/instances/hgclock-marks
+mkdir -p $ftr && echo x86-tsc >$ftr/trace_clock && echo 1 >$ftr/events/kvm/kvm_cpuid/enable &&
+	echo 1 >$ftr/events/kvm/kvm_write_tsc_offset/enable &&
+	echo 1 >$ftr/tracing_on || echo "# cannot trace kvm_cpuid"
+offsets() { for v in "$dbg"/vcpu*; do echo "${v##*/vcpu} $(cat "$v/tsc-offset")"; done; }
+offsets >/tmp/offsets-1
+"$tool" record -o /tmp/pair.hgc --duration 600 --probe-interval 50 --guest vsock:3 \
+	2>/tmp/pair.err &
+recorder=$!
+sleep 2
+guest_send MARKS-1
+guest_wait MARKS-1-DONE 120 >/dev/null
+guest_send WRITE-TSC-2
+guest_wait TSC-2-WRITTEN 120 >/dev/null
+sleep 0.5
+offsets >/tmp/offsets-2
+guest_send MARKS-2
+guest_wait MARKS-2-DONE 120 >/dev/null
+sleep 1
+kill -INT $recorder
+if wait $recorder; then
 	tap ok nested.record_with_guest_agent
 else
 	tap not-ok nested.record_with_guest_agent
-	sed 's/^/# /' /tmp/pair.err
 fi
+sed 's/^/# /' /tmp/pair.err
+echo 0 >$ftr/tracing_on
+cat $ftr/trace >/tmp/ftrace.txt
+echo 0 >$ftr/events/kvm/kvm_cpuid/enable
+echo 0 >$ftr/events/kvm/kvm_write_tsc_offset/enable
+rmdir $ftr 2>/dev/null
+grep -a -o 'MARK {[^}]*}' "$HGCLOCK_GUEST_CONSOLE" | sed 's/^MARK //' >/tmp/marks.jsonl
 "$tool" dump --json /tmp/pair.hgc >/tmp/pair.jsonl 2>/tmp/dump.err
 [ $? -eq 0 ] && tap ok nested.pair_file_complete || { tap not-ok nested.pair_file_complete; sed 's/^/# /' /tmp/dump.err; }
 python3 "$check" pairing /tmp/pair.jsonl
 [ $? -eq 0 ] && tap ok nested.guest_records_in_file || tap not-ok nested.guest_records_in_file
+# Every marker through the file's mapping, against KVM's trace, debugfs and
+# the marker's own exit.
+python3 "$check" sync "$tool" /tmp/pair.hgc /tmp/pair.jsonl /tmp/marks.jsonl /tmp/ftrace.txt \
+	/tmp/offsets-1 /tmp/offsets-2 /tmp/sync-results.json
+rc=$?
+check_sync() { python3 -c "import json,sys; r=json.load(open('/tmp/sync-results.json')); sys.exit(0 if r.get('$1') else 1)" 2>/dev/null; }
+for t in segments_after_tsc_write debugfs_matches_trace tsc_exact local_within_10ns exit_causal \
+	probe_within_bound; do
+	check_sync $t && tap ok nested.sync_$t || tap not-ok nested.sync_$t
+done
+[ $rc -le 1 ] || tap not-ok nested.sync_checker "exit $rc"
+# Kept with the guest's logs (build/nested): the benchmark reads them.
+cp /tmp/sync-results.json /tmp/pair.hgc /tmp/marks.jsonl /tmp/ftrace.txt /tmp/offsets-1 \
+	/tmp/offsets-2 "$(dirname "$HGCLOCK_GUEST_CONSOLE")/" 2>/dev/null
 
 # 5. Unload while the guest runs, then load again after kvm: the vCPUs
 # are found again.

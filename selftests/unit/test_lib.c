@@ -77,7 +77,7 @@ TEST(proto_header_checks)
 	h.magic = HGP_MAGIC;
 	h.type = 0;
 	EXPECT_EQ(-EPROTO, hgp_check_header(&h));
-	h.type = HGP_ERROR + 1;
+	h.type = HGP_TYPE_MAX + 1;
 	EXPECT_EQ(-EPROTO, hgp_check_header(&h));
 	h.type = HGP_BYE;
 	h.flags = 1;

@@ -1,0 +1,983 @@
+// SPDX-License-Identifier: LGPL-2.1
+/*
+ * Guest-to-host clock mapping (see sync.h and Documentation/sync.rst).
+ *
+ * The model is built from a correlation file in one pass.  Host records
+ * come per CPU in ring order, so the per-vCPU arrays (TSC offsets, host
+ * CPUs) are sorted by host TSC afterwards; conversions stay per CPU in
+ * the order the CPU took them.  The host's TSC is assumed synchronized
+ * across its CPUs (KVM itself assumes it for a stable guest TSC).
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "libhgclock.h"
+#include "sync.h"
+
+typedef unsigned __int128 u128;
+typedef __int128 s128;
+
+/* ---- growing arrays ---- */
+
+static int grow(void **v, size_t *cap, size_t n, size_t size)
+{
+	void *p;
+	size_t ncap;
+
+	if (n < *cap)
+		return 0;
+	ncap = *cap ? *cap * 2 : 16;
+	p = realloc(*v, ncap * size);
+	if (!p)
+		return -ENOMEM;
+	*v = p;
+	*cap = ncap;
+	return 0;
+}
+
+#define PUSH(arr, n, cap, val) ({					\
+	int __r = grow((void **)&(arr), &(cap), (n), sizeof(*(arr)));	\
+	if (!__r)							\
+		(arr)[(n)++] = (val);					\
+	__r;								\
+})
+
+/* ---- pure helpers ---- */
+
+uint64_t hgsync_kvm_guest_tsc(uint64_t host_tsc, uint64_t offset, uint64_t ratio,
+			      uint32_t frac_bits)
+{
+	if (!ratio || frac_bits > 63)
+		return host_tsc + offset;
+	return (uint64_t)(((u128)host_tsc * ratio) >> frac_bits) + offset;
+}
+
+uint64_t hgsync_kvm_host_tsc(uint64_t guest_tsc, uint64_t offset, uint64_t ratio,
+			     uint32_t frac_bits)
+{
+	uint64_t scaled = guest_tsc - offset;	/* (host_tsc * ratio) >> frac */
+
+	if (!ratio || frac_bits > 63 || ratio == 1ull << frac_bits)
+		return scaled;
+	/* Smallest h with (h * ratio) >> frac >= scaled: ceil(scaled << frac / ratio). */
+	return (uint64_t)((((u128)scaled << frac_bits) + ratio - 1) / ratio);
+}
+
+uint64_t hgsync_conv_invert(const struct hgclock_conversion *conv, uint64_t ns)
+{
+	/* offset_ns is modulo 2^64 (often "negative"): so is the difference. */
+	s128 y = (int64_t)(ns - conv->offset_ns);
+	s128 d, t0;
+	uint64_t lo, hi, w;
+
+	if (!conv->mult)
+		return conv->tsc_base;
+	/* The pre-shifted delta, then the TSC delta: close, not exact. */
+	d = (y * ((s128)1 << conv->shift)) / conv->mult;
+	if (conv->pre_shift > 0)
+		d >>= conv->pre_shift;
+	else if (conv->pre_shift < 0)
+		d *= (s128)1 << -conv->pre_shift;
+	t0 = (s128)conv->tsc_base + d;
+	/*
+	 * The formula truncates, so many TSC values give one ns: search a
+	 * small window around the estimate for the first one that reaches
+	 * @ns (the formula is monotonic there).
+	 */
+	w = 4096ull << (conv->pre_shift < 0 ? -conv->pre_shift : 0);
+	if (y <= 0)
+		return y ? (uint64_t)t0 : conv->tsc_base;	/* before the base: no formula */
+	hi = (uint64_t)t0 + w;
+	/* Not below the base: the delta would wrap (apply(tsc_base) < ns here). */
+	lo = d < (s128)w ? conv->tsc_base : (uint64_t)t0 - w;
+	if (hgclock_conv_apply(conv, lo) >= ns || hgclock_conv_apply(conv, hi) < ns)
+		return (uint64_t)t0;	/* outside the formula's range */
+	while (hi - lo > 1) {
+		uint64_t mid = lo + (hi - lo) / 2;
+
+		if (hgclock_conv_apply(conv, mid) >= ns)
+			hi = mid;
+		else
+			lo = mid;
+	}
+	return hi;
+}
+
+uint64_t hgsync_probe_apply(const struct hgcor_segment *seg, uint64_t guest_value)
+{
+	int64_t d = (int64_t)(guest_value - seg->ref_guest);
+
+	return seg->ref_host + (uint64_t)d + (uint64_t)(int64_t)(((s128)d * seg->rate_q48) >> 48);
+}
+
+static int cmp_obs_x(const void *a, const void *b)
+{
+	const struct hgsync_obs *x = a, *y = b;
+
+	return x->x < y->x ? -1 : x->x > y->x;
+}
+
+#define FIT_BUCKETS 32
+
+int hgsync_fit(struct hgsync_obs *obs, size_t n, struct hgcor_segment *seg)
+{
+	size_t kept[FIT_BUCKETS], nk = 0, b, i, per;
+	long double sx = 0, sy = 0, sxx = 0, sxy = 0, a, slope, den;
+	uint64_t ref_guest, ref_host0, bound = 0;
+
+	if (n < 2)
+		return -EINVAL;
+	qsort(obs, n, sizeof(*obs), cmp_obs_x);
+	/*
+	 * The tightest round trip of each stretch of the span: queueing only
+	 * ever widens a bracket, so the narrowest ones carry the information,
+	 * and taking one per stretch keeps the whole span for the rate.
+	 */
+	per = (n + FIT_BUCKETS - 1) / FIT_BUCKETS;
+	for (b = 0; b * per < n; b++) {
+		size_t best = b * per;
+
+		for (i = b * per; i < n && i < (b + 1) * per; i++)
+			if (obs[i].hi - obs[i].lo < obs[best].hi - obs[best].lo)
+				best = i;
+		kept[nk++] = best;
+	}
+	/*
+	 * Of those, the ones within twice the tightest round trip: a wide
+	 * bracket says the exchange was delayed, and delays are one-sided.
+	 */
+	{
+		uint64_t wmin = UINT64_MAX;
+		size_t m = 0;
+
+		for (i = 0; i < nk; i++)
+			if (obs[kept[i]].hi - obs[kept[i]].lo < wmin)
+				wmin = obs[kept[i]].hi - obs[kept[i]].lo;
+		for (i = 0; i < nk; i++)
+			if (obs[kept[i]].hi - obs[kept[i]].lo <= 2 * wmin + 1000 || nk - i + m <= 2)
+				kept[m++] = kept[i];
+		nk = m;
+	}
+	ref_guest = obs[kept[nk / 2]].x;
+	ref_host0 = obs[kept[nk / 2]].lo;
+	for (i = 0; i < nk; i++) {
+		const struct hgsync_obs *o = &obs[kept[i]];
+		long double x = (long double)(int64_t)(o->x - ref_guest);
+		long double y = (long double)(int64_t)(o->lo - ref_host0) +
+				(long double)(o->hi - o->lo) / 2;
+
+		sx += x;
+		sy += y;
+		sxx += x * x;
+		sxy += x * y;
+	}
+	den = nk * sxx - sx * sx;
+	if (nk < 2 || den == 0) {
+		slope = 1;
+		a = sy / nk;
+	} else {
+		slope = (nk * sxy - sx * sy) / den;
+		a = (sy - slope * sx) / nk;
+	}
+	/*
+	 * A rate the brackets cannot tell from one (the widest kept bracket
+	 * over the span), or more than 0.1% off it (not a clock), is taken
+	 * as one: then only the offset is fitted.
+	 */
+	{
+		long double span = (long double)(obs[kept[nk - 1]].x - obs[kept[0]].x);
+		uint64_t wmax = 0;
+
+		for (i = 0; i < nk; i++)
+			if (obs[kept[i]].hi - obs[kept[i]].lo > wmax)
+				wmax = obs[kept[i]].hi - obs[kept[i]].lo;
+		if (!(fabsl(slope - 1) < 1e-3) || span <= 0 ||
+		    fabsl(slope - 1) * span < (long double)wmax) {
+			slope = 1;
+			a = (sy - sx) / nk;
+		}
+	}
+	seg->method = HGCOR_METHOD_PROBE;
+	seg->ref_guest = ref_guest;
+	seg->ref_host = ref_host0 + (uint64_t)(int64_t)llroundl(a);
+	seg->rate_q48 = (int64_t)llroundl((slope - 1) * 281474976710656.0L);
+	seg->nr_samples = (uint32_t)nk;
+	/*
+	 * At a kept probe the true host value lies in [lo, hi]: the error
+	 * there is at most the distance from the fit to the far end.  Both
+	 * the fit and the true mapping are linear, so between probes the
+	 * error stays below the larger of its neighbours' bounds.
+	 */
+	for (i = 0; i < nk; i++) {
+		const struct hgsync_obs *o = &obs[kept[i]];
+		uint64_t y = hgsync_probe_apply(seg, o->x);
+		uint64_t e1 = y > o->lo ? y - o->lo : o->lo - y;
+		uint64_t e2 = y > o->hi ? y - o->hi : o->hi - y;
+		uint64_t e = e1 > e2 ? e1 : e2;
+
+		if (e > bound)
+			bound = e;
+	}
+	seg->bound_ns = bound + 1;
+	return 0;
+}
+
+const char *hgsync_method_name(uint32_t method)
+{
+	switch (method) {
+	case HGCOR_METHOD_KVM_EXACT:
+		return "kvm-exact";
+	case HGCOR_METHOD_PROBE:
+		return "probe";
+	default:
+		return "none";
+	}
+}
+
+const char *hgsync_clock_name(uint32_t clock)
+{
+	switch (clock) {
+	case HGSYNC_CLOCK_TSC:
+		return "x86-tsc";
+	case HGSYNC_CLOCK_SCHED:
+		return "local";
+	case HGSYNC_CLOCK_LOCAL:
+		return "perf";
+	default:
+		return "?";
+	}
+}
+
+/* ---- loading ---- */
+
+static struct hgsync_convs *convs_for(struct hgsync_convs **arr, unsigned int *nr,
+				      unsigned int cpu)
+{
+	if (cpu >= 65536)
+		return NULL;
+	if (cpu >= *nr) {
+		struct hgsync_convs *p = realloc(*arr, (cpu + 1) * sizeof(*p));
+
+		if (!p)
+			return NULL;
+		memset(p + *nr, 0, (cpu + 1 - *nr) * sizeof(*p));
+		*arr = p;
+		*nr = cpu + 1;
+	}
+	return &(*arr)[cpu];
+}
+
+static struct hgsync_vcpu *vcpu_for(struct hgsync *s, int32_t vm_pid, int32_t vcpu_id)
+{
+	struct hgsync_vcpu v = { .vm_pid = vm_pid, .vcpu_id = vcpu_id, .tid = -1 };
+	size_t i;
+
+	for (i = 0; i < s->nr_vcpus; i++)
+		if (s->vcpus[i].vm_pid == vm_pid && s->vcpus[i].vcpu_id == vcpu_id)
+			return &s->vcpus[i];
+	if (PUSH(s->vcpus, s->nr_vcpus, s->cap_vcpus, v))
+		return NULL;
+	return &s->vcpus[s->nr_vcpus - 1];
+}
+
+static int host_rec(const void *rec, size_t size, void *ctx)
+{
+	struct hgsync *s = ctx;
+	struct hgclock_rec_header h;
+	struct hgsync_vcpu *v;
+
+	memcpy(&h, rec, sizeof(h));
+	switch (h.type) {
+	case HGCLOCK_REC_CYC2NS: {
+		struct hgclock_rec_cyc2ns c;
+		struct hgsync_convs *cv;
+
+		if (size < sizeof(c))
+			return 0;
+		memcpy(&c, rec, sizeof(c));
+		cv = convs_for(&s->host_convs, &s->nr_host_cpus, c.hdr.cpu);
+		if (!cv || PUSH(cv->v, cv->n, cv->cap, c))
+			return -ENOMEM;
+		return 0;
+	}
+	case HGCLOCK_REC_VCPU_SEEN: {
+		struct hgclock_rec_vcpu_seen r;
+		struct hgsync_offset o;
+		struct hgsync_where w;
+
+		if (size < sizeof(r))
+			return 0;
+		memcpy(&r, rec, sizeof(r));
+		if (!(r.flags & HGCLOCK_VCPU_KVM))
+			return 0;
+		v = vcpu_for(s, r.vm_pid, r.vcpu_id);
+		if (!v)
+			return -ENOMEM;
+		v->tid = r.tid;
+		w = (struct hgsync_where){ r.hdr.tsc, r.host_cpu };
+		if (PUSH(v->where, v->nr_where, v->cap_where, w))
+			return -ENOMEM;
+		if (!(r.flags & HGCLOCK_VCPU_TSC_KNOWN))
+			return 0;
+		o = (struct hgsync_offset){ r.hdr.tsc, r.tsc_offset, r.tsc_scaling_ratio,
+					    r.tsc_frac_bits, 1, 0, 0 };
+		return PUSH(v->off, v->nr_off, v->cap_off, o);
+	}
+	case HGCLOCK_REC_TSC_OFFSET: {
+		struct hgclock_rec_tsc_offset r;
+		struct hgsync_offset o;
+
+		if (size < sizeof(r))
+			return 0;
+		memcpy(&r, rec, sizeof(r));
+		v = vcpu_for(s, r.vm_pid, r.vcpu_id);
+		if (!v)
+			return -ENOMEM;
+		o = (struct hgsync_offset){ r.hdr.tsc, r.next_offset, r.tsc_scaling_ratio,
+					    r.tsc_frac_bits,
+					    !!(r.flags & HGCLOCK_VCPU_TSC_KNOWN), 1,
+					    r.previous_offset };
+		return PUSH(v->off, v->nr_off, v->cap_off, o);
+	}
+	case HGCLOCK_REC_VCPU_RUN:
+	case HGCLOCK_REC_VCPU_MIGRATE: {
+		struct hgclock_rec_vcpu r;
+		struct hgsync_where w;
+
+		if (size < sizeof(r))
+			return 0;
+		memcpy(&r, rec, sizeof(r));
+		if (r.vcpu_id < 0)
+			return 0;
+		v = vcpu_for(s, r.vm_pid, r.vcpu_id);
+		if (!v)
+			return -ENOMEM;
+		if (h.type == HGCLOCK_REC_VCPU_MIGRATE) {
+			v->migrations++;
+			return 0;
+		}
+		w = (struct hgsync_where){ r.hdr.tsc, (int32_t)r.hdr.cpu };
+		return PUSH(v->where, v->nr_where, v->cap_where, w);
+	}
+	default:
+		return 0;
+	}
+}
+
+struct guest_ctx {
+	struct hgsync *s;
+	struct hgsync_guest *g;
+};
+
+static int guest_rec(const void *rec, size_t size, void *ctx)
+{
+	struct guest_ctx *gc = ctx;
+	struct hgclock_rec_cyc2ns c;
+	struct hgsync_convs *cv;
+
+	if (size < sizeof(c) || ((const struct hgclock_rec_header *)rec)->type != HGCLOCK_REC_CYC2NS)
+		return 0;
+	memcpy(&c, rec, sizeof(c));
+	cv = convs_for(&gc->g->convs, &gc->g->nr_cpus, c.hdr.cpu);
+	if (!cv || PUSH(cv->v, cv->n, cv->cap, c))
+		return -ENOMEM;
+	return 0;
+}
+
+static struct hgsync_guest *guest_for(struct hgsync *s, uint32_t id)
+{
+	if (id >= HGSYNC_MAX_GUESTS)
+		return NULL;
+	if (id >= s->nr_guests) {
+		for (uint32_t i = s->nr_guests; i <= id; i++) {
+			s->guests[i].id = i;
+			s->guests[i].vm.vm_pid = -1;
+		}
+		s->nr_guests = id + 1;
+	}
+	return &s->guests[id];
+}
+
+static int cmp_offset(const void *a, const void *b)
+{
+	const struct hgsync_offset *x = a, *y = b;
+
+	return x->host_tsc < y->host_tsc ? -1 : x->host_tsc > y->host_tsc;
+}
+
+static int cmp_where(const void *a, const void *b)
+{
+	const struct hgsync_where *x = a, *y = b;
+
+	return x->host_tsc < y->host_tsc ? -1 : x->host_tsc > y->host_tsc;
+}
+
+static int cmp_seg(const void *a, const void *b)
+{
+	const struct hgcor_segment *x = a, *y = b;
+
+	if (x->clock != y->clock)
+		return x->clock < y->clock ? -1 : 1;
+	if (x->vcpu_id != y->vcpu_id)
+		return x->vcpu_id < y->vcpu_id ? -1 : 1;
+	if (x->method != y->method)
+		return x->method < y->method ? -1 : 1;
+	return x->guest_start < y->guest_start ? -1 : x->guest_start > y->guest_start;
+}
+
+int hgsync_load(struct hgsync *s, const void *buf, size_t len, int flags, size_t *err_pos)
+{
+	struct hgcor_reader r;
+	struct hgcor_view v;
+	int ret;
+
+	memset(s, 0, sizeof(*s));
+	ret = hgcor_open(&r, buf, len);
+	while (!ret && (ret = hgcor_next(&r, &v)) > 0) {
+		struct hgsync_guest *g = NULL;
+		uint32_t id = 0;
+
+		ret = 0;
+		if (v.type == HGCOR_SEC_GUEST_INFO || v.type == HGCOR_SEC_GUEST_RECORDS ||
+		    v.type == HGCOR_SEC_PROBES) {
+			memcpy(&id, v.payload, 4);
+			g = guest_for(s, id);
+			if (!g) {
+				ret = HGCOR_E_CONTENT;
+				break;
+			}
+		}
+		switch (v.type) {
+		case HGCOR_SEC_HOST_INFO:
+			memcpy(&s->host_info, v.payload,
+			       v.length < sizeof(s->host_info) ? v.length : sizeof(s->host_info));
+			break;
+		case HGCOR_SEC_HOST_RECORDS:
+			ret = hgcor_walk_records(v.payload, v.length, host_rec, s);
+			break;
+		case HGCOR_SEC_GUEST_INFO:
+			g->present = 1;
+			memcpy(&g->info, v.payload + 8, v.length - 8 < sizeof(g->info) ?
+			       v.length - 8 : sizeof(g->info));
+			break;
+		case HGCOR_SEC_GUEST_RECORDS: {
+			struct guest_ctx gc = { s, g };
+
+			ret = hgcor_walk_records(v.payload + 8, v.length - 8, guest_rec, &gc);
+			break;
+		}
+		case HGCOR_SEC_PROBES: {
+			size_t n = (v.length - 8) / sizeof(struct hgcor_probe);
+
+			for (size_t i = 0; i < n && !ret; i++) {
+				struct hgcor_probe p;
+
+				memcpy(&p, v.payload + 8 + i * sizeof(p), sizeof(p));
+				ret = PUSH(g->probes, g->nr_probes, g->cap_probes, p);
+			}
+			break;
+		}
+		case HGCOR_SEC_GUEST_VM: {
+			struct hgcor_guest_vm vm;
+
+			memcpy(&vm, v.payload, sizeof(vm));
+			g = guest_for(s, vm.guest_id);
+			if (!g) {
+				ret = HGCOR_E_CONTENT;
+				break;
+			}
+			g->vm = vm;
+			break;
+		}
+		case HGCOR_SEC_SEGMENTS: {
+			size_t n = v.length / sizeof(struct hgcor_segment);
+
+			if (flags & HGSYNC_IGNORE_SEGMENTS)
+				break;
+			s->has_file_segments = 1;
+			for (size_t i = 0; i < n && !ret; i++) {
+				struct hgcor_segment seg;
+
+				memcpy(&seg, v.payload + i * sizeof(seg), sizeof(seg));
+				g = guest_for(s, seg.guest_id);
+				if (!g) {
+					ret = HGCOR_E_CONTENT;
+					break;
+				}
+				ret = PUSH(g->segs, g->nr_segs, g->cap_segs, seg);
+			}
+			break;
+		}
+		default:
+			break;
+		}
+	}
+	if (err_pos)
+		*err_pos = r.pos;
+	if (ret == 0)
+		s->complete = 1;
+	else if (ret == HGCOR_E_NO_END && (flags & HGSYNC_ALLOW_OPEN))
+		ret = 0;
+	if (ret < 0) {
+		hgsync_free(s);
+		return ret;
+	}
+	for (size_t i = 0; i < s->nr_vcpus; i++) {
+		struct hgsync_vcpu *vc = &s->vcpus[i];
+
+		qsort(vc->off, vc->nr_off, sizeof(*vc->off), cmp_offset);
+		qsort(vc->where, vc->nr_where, sizeof(*vc->where), cmp_where);
+	}
+	for (unsigned int i = 0; i < s->nr_guests; i++)
+		qsort(s->guests[i].segs, s->guests[i].nr_segs, sizeof(struct hgcor_segment), cmp_seg);
+	return 0;
+}
+
+void hgsync_free(struct hgsync *s)
+{
+	for (unsigned int i = 0; i < s->nr_host_cpus; i++)
+		free(s->host_convs[i].v);
+	free(s->host_convs);
+	for (size_t i = 0; i < s->nr_vcpus; i++) {
+		free(s->vcpus[i].off);
+		free(s->vcpus[i].where);
+	}
+	free(s->vcpus);
+	for (unsigned int i = 0; i < s->nr_guests; i++) {
+		struct hgsync_guest *g = &s->guests[i];
+
+		for (unsigned int c = 0; c < g->nr_cpus; c++)
+			free(g->convs[c].v);
+		free(g->convs);
+		free(g->probes);
+		free(g->segs);
+	}
+	memset(s, 0, sizeof(*s));
+}
+
+/* ---- building the mapping ---- */
+
+static const struct hgcor_segment *find_seg(const struct hgsync_guest *g, uint32_t method,
+					    uint32_t clock, int vcpu, uint64_t guest_value);
+
+/*
+ * KVM exact segments of one vCPU: one per distinct offset/scaling in
+ * force, from the host's SEEN and TSC_OFFSET records.  KVM writes the
+ * offset while the vCPU is out of the guest, so every guest TSC reading
+ * falls wholly before or after a change.
+ */
+static int kvm_segments(struct hgsync_guest *g, const struct hgsync_vcpu *v)
+{
+	size_t i = 0;
+
+	/*
+	 * A change first (the vCPU was tracked before the recording and
+	 * its state arrived after): before it, its previous offset held.
+	 */
+	if (v->nr_off && v->off[0].is_change) {
+		const struct hgsync_offset *o = &v->off[0];
+		struct hgcor_segment seg = {
+			.guest_id = g->id, .vcpu_id = v->vcpu_id,
+			.method = HGCOR_METHOD_KVM_EXACT, .clock = HGCOR_CLOCK_TSC,
+			.host_tsc_start = 0, .host_tsc_end = o->host_tsc,
+			.tsc_offset = o->prev_offset,
+			.tsc_ratio = o->known ? o->tsc_ratio : 0,
+			.tsc_frac_bits = o->known ? o->tsc_frac_bits : 0,
+		};
+
+		seg.guest_start = 0;
+		seg.guest_end = hgsync_kvm_guest_tsc(seg.host_tsc_end, seg.tsc_offset,
+						     seg.tsc_ratio, seg.tsc_frac_bits);
+		if (PUSH(g->segs, g->nr_segs, g->cap_segs, seg))
+			return -ENOMEM;
+	}
+
+	while (i < v->nr_off) {
+		const struct hgsync_offset *o = &v->off[i];
+		struct hgcor_segment seg = {
+			.guest_id = g->id, .vcpu_id = v->vcpu_id,
+			.method = HGCOR_METHOD_KVM_EXACT, .clock = HGCOR_CLOCK_TSC,
+			.tsc_offset = o->tsc_offset,
+			.tsc_ratio = o->known ? o->tsc_ratio : 0,
+			.tsc_frac_bits = o->known ? o->tsc_frac_bits : 0,
+		};
+		size_t j = i + 1;
+
+		/* A rewrite of the same values is not a change. */
+		while (j < v->nr_off && v->off[j].tsc_offset == o->tsc_offset &&
+		       v->off[j].tsc_ratio == o->tsc_ratio)
+			j++;
+		seg.host_tsc_start = i || o->is_change ? o->host_tsc : 0;
+		seg.host_tsc_end = j < v->nr_off ? v->off[j].host_tsc : UINT64_MAX;
+		seg.guest_start = seg.host_tsc_start ?
+			hgsync_kvm_guest_tsc(seg.host_tsc_start, seg.tsc_offset, seg.tsc_ratio,
+					     seg.tsc_frac_bits) : 0;
+		seg.guest_end = j < v->nr_off ?
+			hgsync_kvm_guest_tsc(seg.host_tsc_end, seg.tsc_offset, seg.tsc_ratio,
+					     seg.tsc_frac_bits) : UINT64_MAX;
+		if (PUSH(g->segs, g->nr_segs, g->cap_segs, seg))
+			return -ENOMEM;
+		i = j;
+	}
+	return 0;
+}
+
+/*
+ * Offsets (host - guest) of consecutive probes differing by more than
+ * both brackets and 100 ppm of the distance cannot be one linear
+ * mapping: the guest's clock was set, or KVM moved its TSC.
+ */
+static bool is_break(const struct hgsync_obs *a, const struct hgsync_obs *b)
+{
+	int64_t off_a = (int64_t)(a->lo + (a->hi - a->lo) / 2 - a->x);
+	int64_t off_b = (int64_t)(b->lo + (b->hi - b->lo) / 2 - b->x);
+	uint64_t diff = off_a > off_b ? (uint64_t)(off_a - off_b) : (uint64_t)(off_b - off_a);
+	uint64_t slack = (a->hi - a->lo) + (b->hi - b->lo) + (b->x - a->x) / 10000 + 2000;
+
+	return diff > slack;
+}
+
+/* Probe segments for one clock of one vCPU (-1: all) from @obs. */
+static int probe_segments(struct hgsync_guest *g, uint32_t clock, int vcpu,
+			  struct hgsync_obs *obs, size_t n, uint32_t tsc_khz)
+{
+	size_t start = 0, i;
+
+	if (n < 2)
+		return 0;
+	qsort(obs, n, sizeof(*obs), cmp_obs_x);
+	for (i = 1; i <= n; i++) {
+		/* The guest span is what applies; the host span is left open. */
+		struct hgcor_segment seg = {
+			.guest_id = g->id, .vcpu_id = vcpu, .clock = clock,
+			.host_tsc_end = UINT64_MAX,
+		};
+
+		if (i < n && !is_break(&obs[i - 1], &obs[i]))
+			continue;
+		/* obs[start, i) is one piece. */
+		seg.guest_start = start ? obs[start].x : 0;
+		seg.guest_end = i < n ? obs[i].x : UINT64_MAX;
+		if (i - start >= 2 && !hgsync_fit(obs + start, i - start, &seg)) {
+			/* A bound in TSC counts is turned into ns. */
+			if (clock == HGCOR_CLOCK_TSC && tsc_khz)
+				seg.bound_ns = (uint64_t)((u128)seg.bound_ns * 1000000 / tsc_khz) + 1;
+			if (PUSH(g->segs, g->nr_segs, g->cap_segs, seg))
+				return -ENOMEM;
+		}
+		start = i;
+	}
+	return 0;
+}
+
+static int guest_build(struct hgsync *s, struct hgsync_guest *g)
+{
+	struct hgsync_obs *obs;
+	size_t n, i;
+	int ret = 0;
+
+	g->nr_segs = 0;
+	g->kvm_checked = g->kvm_agree = 0;
+	if (g->vm.vm_pid > 0)
+		for (i = 0; i < s->nr_vcpus && !ret; i++)
+			if (s->vcpus[i].vm_pid == g->vm.vm_pid)
+				ret = kvm_segments(g, &s->vcpus[i]);
+	if (ret)
+		return ret;
+	/*
+	 * Check KVM's mapping against the probes: each guest reading, in
+	 * host TSC, must fall inside its probe's round trip.  A VM that is
+	 * not this guest fails nearly every probe.
+	 */
+	for (i = 0; i < g->nr_probes; i++) {
+		const struct hgcor_probe *p = &g->probes[i];
+		const struct hgcor_segment *seg = find_seg(g, HGCOR_METHOD_KVM_EXACT,
+							   HGCOR_CLOCK_TSC, p->guest_cpu,
+							   p->guest_tsc);
+		uint64_t h;
+
+		if (!seg)
+			continue;
+		g->kvm_checked++;
+		h = hgsync_kvm_host_tsc(p->guest_tsc, seg->tsc_offset, seg->tsc_ratio,
+					seg->tsc_frac_bits);
+		if (h + 1 >= p->host_tsc_send && h <= p->host_tsc_recv + 1)
+			g->kvm_agree++;
+	}
+	if (g->kvm_checked && g->kvm_agree * 10 < g->kvm_checked * 9) {
+		/* Not this guest's VM, or not its offsets: keep the probes only. */
+		g->nr_segs = 0;
+	}
+	for (i = 0; i < g->nr_segs; i++)
+		g->segs[i].nr_samples = (uint32_t)g->kvm_agree;
+
+	obs = malloc((g->nr_probes ? g->nr_probes : 1) * sizeof(*obs));
+	if (!obs)
+		return -ENOMEM;
+	/* ftrace "local" (sched_clock): one mapping for every vCPU. */
+	for (i = n = 0; i < g->nr_probes; i++)
+		obs[n++] = (struct hgsync_obs){ g->probes[i].guest_sched_ns,
+						g->probes[i].host_ns_send,
+						g->probes[i].host_ns_recv };
+	ret = probe_segments(g, HGCOR_CLOCK_SCHED, -1, obs, n, 0);
+	/* x86-tsc: per vCPU (each has its own offset). */
+	for (unsigned int cpu = 0; cpu < 1024 && !ret; cpu++) {
+		bool any = false;
+
+		for (i = n = 0; i < g->nr_probes; i++) {
+			if (g->probes[i].guest_cpu != cpu)
+				continue;
+			any = true;
+			obs[n++] = (struct hgsync_obs){ g->probes[i].guest_tsc,
+							g->probes[i].host_tsc_send,
+							g->probes[i].host_tsc_recv };
+		}
+		if (!any && cpu >= g->nr_cpus)
+			break;
+		ret = probe_segments(g, HGCOR_CLOCK_TSC, (int)cpu, obs, n,
+				     s->host_info.tsc_khz);
+	}
+	free(obs);
+	qsort(g->segs, g->nr_segs, sizeof(*g->segs), cmp_seg);
+	return ret;
+}
+
+int hgsync_build(struct hgsync *s)
+{
+	for (unsigned int i = 0; i < s->nr_guests; i++) {
+		int ret;
+
+		if (!s->guests[i].present)
+			continue;
+		ret = guest_build(s, &s->guests[i]);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+/* ---- converting ---- */
+
+/*
+ * The segment of @vcpu covering @guest_value.  KVM offsets that move
+ * back repeat guest TSC values: then the latest segment wins.
+ */
+static const struct hgcor_segment *find_seg(const struct hgsync_guest *g, uint32_t method,
+					    uint32_t clock, int vcpu, uint64_t guest_value)
+{
+	const struct hgcor_segment *best = NULL;
+
+	for (size_t i = 0; i < g->nr_segs; i++) {
+		const struct hgcor_segment *seg = &g->segs[i];
+
+		if (seg->method != method || seg->clock != clock || seg->vcpu_id != vcpu)
+			continue;
+		if (guest_value >= seg->guest_start && guest_value < seg->guest_end &&
+		    (!best || seg->host_tsc_start > best->host_tsc_start))
+			best = seg;
+	}
+	return best;
+}
+
+/* The last conversion taken at or before @key (TSC or ns), else the first. */
+static const struct hgclock_rec_cyc2ns *conv_at(const struct hgsync_convs *cv, uint64_t key,
+						bool by_ns)
+{
+	size_t lo = 0, hi;
+
+	if (!cv || !cv->n)
+		return NULL;
+	hi = cv->n;
+	while (hi - lo > 1) {
+		size_t mid = lo + (hi - lo) / 2;
+		uint64_t k = by_ns ? cv->v[mid].hdr.sched_clock_ns : cv->v[mid].hdr.tsc;
+
+		if (k <= key)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return &cv->v[lo];
+}
+
+static int32_t host_cpu_at(const struct hgsync *s, const struct hgsync_guest *g, int vcpu,
+			   uint64_t host_tsc)
+{
+	for (size_t i = 0; i < s->nr_vcpus; i++) {
+		const struct hgsync_vcpu *v = &s->vcpus[i];
+		size_t lo = 0, hi = v->nr_where;
+
+		if (v->vm_pid != g->vm.vm_pid || v->vcpu_id != vcpu || !v->nr_where)
+			continue;
+		while (hi - lo > 1) {
+			size_t mid = lo + (hi - lo) / 2;
+
+			if (v->where[mid].host_tsc <= host_tsc)
+				lo = mid;
+			else
+				hi = mid;
+		}
+		return v->where[lo].host_tsc <= host_tsc ? v->where[lo].host_cpu : -1;
+	}
+	return -1;
+}
+
+/* Error bound of a conversion: 0 exact, its bound if derived, else none. */
+static uint64_t conv_bound(const struct hgclock_conversion *c)
+{
+	if (c->flags & HGCLOCK_CONV_EXACT)
+		return 0;
+	if (c->flags & HGCLOCK_CONV_DERIVED)
+		return c->bound_ns;
+	return HGSYNC_NO_BOUND;
+}
+
+static int to_host_kvm(const struct hgsync *s, const struct hgsync_guest *g, int vcpu,
+		       uint32_t clock, uint64_t guest_value, struct hgsync_result *r)
+{
+	const struct hgclock_rec_cyc2ns *gc = NULL, *hc;
+	const struct hgcor_segment *seg;
+	uint64_t guest_tsc = guest_value, host_tsc, gb = 0, hb, spread = 0;
+	int32_t hcpu;
+
+	if (clock != HGSYNC_CLOCK_TSC) {
+		gc = conv_at(vcpu >= 0 && (unsigned int)vcpu < g->nr_cpus ? &g->convs[vcpu] : NULL,
+			     guest_value, true);
+		if (!gc || !(gc->conv.flags & HGCLOCK_CONV_VALID))
+			return -ENODATA;
+		if (clock == HGSYNC_CLOCK_LOCAL) {
+			if (!(gc->conv.flags & HGCLOCK_CONV_LOCAL_OFFSET))
+				return -ENODATA;
+			guest_value -= gc->conv.local_offset_ns;
+		}
+		gb = conv_bound(&gc->conv);
+		if (gb == HGSYNC_NO_BOUND)
+			return -ENODATA;
+		guest_tsc = hgsync_conv_invert(&gc->conv, guest_value);
+	}
+	seg = find_seg(g, HGCOR_METHOD_KVM_EXACT, HGCOR_CLOCK_TSC, vcpu, guest_tsc);
+	if (!seg)
+		return -ENOENT;
+	host_tsc = hgsync_kvm_host_tsc(guest_tsc, seg->tsc_offset, seg->tsc_ratio,
+				       seg->tsc_frac_bits);
+	hcpu = host_cpu_at(s, g, vcpu, host_tsc);
+	r->method = HGCOR_METHOD_KVM_EXACT;
+	r->seg = seg;
+	r->host_cpu = hcpu;
+	if (clock == HGSYNC_CLOCK_TSC) {
+		r->host_value = host_tsc;
+		r->bound_ns = 0;
+		return 0;
+	}
+	/* The host's conversion where the vCPU ran, else any CPU's. */
+	hc = NULL;
+	if (hcpu >= 0 && (unsigned int)hcpu < s->nr_host_cpus)
+		hc = conv_at(&s->host_convs[hcpu], host_tsc, false);
+	for (unsigned int c = 0; !hc && c < s->nr_host_cpus; c++)
+		hc = conv_at(&s->host_convs[c], host_tsc, false);
+	if (!hc)
+		return -ENODATA;
+	hb = conv_bound(&hc->conv);
+	if (hb == HGSYNC_NO_BOUND)
+		return -ENODATA;
+	{
+		/*
+		 * One guest ns spans several guest TSC counts (a few when the
+		 * guest's TSC runs above 1 GHz): the reading happened at one
+		 * of them, unknown.  Take the middle of their host times; half
+		 * their spread joins the bound.
+		 */
+		uint64_t last_tsc = hgsync_conv_invert(&gc->conv, guest_value + 1) - 1;
+		uint64_t host_last, ns_first, ns_last;
+
+		if ((int64_t)(last_tsc - guest_tsc) < 0 || last_tsc - guest_tsc > 1u << 20)
+			last_tsc = guest_tsc;
+		host_last = hgsync_kvm_host_tsc(last_tsc, seg->tsc_offset, seg->tsc_ratio,
+						seg->tsc_frac_bits);
+		ns_first = hgclock_conv_apply(&hc->conv, host_tsc);
+		ns_last = hgclock_conv_apply(&hc->conv, host_last);
+		if (ns_last < ns_first)
+			ns_last = ns_first;
+		r->host_value = ns_first + (ns_last - ns_first) / 2;
+		spread = (ns_last - ns_first + 1) / 2;
+	}
+	if (clock == HGSYNC_CLOCK_LOCAL) {
+		if (!(hc->conv.flags & HGCLOCK_CONV_LOCAL_OFFSET))
+			return -ENODATA;
+		r->host_value += hc->conv.local_offset_ns;
+	}
+	/* Truncation: each side's formula floors, so one ns either way. */
+	r->bound_ns = gb + hb + spread + 1;
+	return 0;
+}
+
+static int to_host_probe(const struct hgsync *s, const struct hgsync_guest *g, int vcpu,
+			 uint32_t clock, uint64_t guest_value, struct hgsync_result *r)
+{
+	const struct hgcor_segment *seg;
+	uint64_t local_off_guest = 0, local_off_host = 0;
+
+	if (clock == HGSYNC_CLOCK_LOCAL) {
+		/* local_clock = sched_clock + a constant, on both sides. */
+		const struct hgclock_rec_cyc2ns *gc = NULL, *hc = NULL;
+
+		if (vcpu >= 0 && (unsigned int)vcpu < g->nr_cpus)
+			gc = conv_at(&g->convs[vcpu], guest_value, true);
+		for (unsigned int c = 0; !hc && c < s->nr_host_cpus; c++)
+			hc = conv_at(&s->host_convs[c], 0, false);
+		if (!gc || !hc || !(gc->conv.flags & hc->conv.flags & HGCLOCK_CONV_LOCAL_OFFSET))
+			return -ENODATA;
+		local_off_guest = gc->conv.local_offset_ns;
+		local_off_host = hc->conv.local_offset_ns;
+		guest_value -= local_off_guest;
+		clock = HGSYNC_CLOCK_SCHED;
+	}
+	seg = find_seg(g, HGCOR_METHOD_PROBE, clock, clock == HGSYNC_CLOCK_SCHED ? -1 : vcpu,
+		       guest_value);
+	if (!seg)
+		return -ENOENT;
+	r->method = HGCOR_METHOD_PROBE;
+	r->seg = seg;
+	r->host_value = hgsync_probe_apply(seg, guest_value) + local_off_host;
+	r->bound_ns = seg->bound_ns;
+	r->host_cpu = -1;
+	return 0;
+}
+
+int hgsync_to_host(const struct hgsync *s, uint32_t guest_id, int vcpu, uint32_t clock,
+		   uint64_t guest_value, struct hgsync_result *r)
+{
+	return hgsync_to_host_by(s, guest_id, vcpu, clock, guest_value, 0, r);
+}
+
+int hgsync_to_host_by(const struct hgsync *s, uint32_t guest_id, int vcpu, uint32_t clock,
+		      uint64_t guest_value, uint32_t method, struct hgsync_result *r)
+{
+	const struct hgsync_guest *g;
+	int ret;
+
+	memset(r, 0, sizeof(*r));
+	r->bound_ns = HGSYNC_NO_BOUND;
+	r->host_cpu = -1;
+	if (guest_id >= s->nr_guests || clock < HGSYNC_CLOCK_TSC || clock > HGSYNC_CLOCK_LOCAL)
+		return -EINVAL;
+	g = &s->guests[guest_id];
+	if (method == HGCOR_METHOD_KVM_EXACT)
+		return to_host_kvm(s, g, vcpu, clock, guest_value, r);
+	if (method == HGCOR_METHOD_PROBE)
+		return to_host_probe(s, g, vcpu, clock, guest_value, r);
+	/* The best method first: KVM's own numbers, then the probes. */
+	ret = to_host_kvm(s, g, vcpu, clock, guest_value, r);
+	if (ret) {
+		int ret2 = to_host_probe(s, g, vcpu, clock, guest_value, r);
+
+		if (!ret2 || ret == -ENOENT)
+			ret = ret2;
+	}
+	if (!ret && r->method == HGCOR_METHOD_PROBE && clock != HGSYNC_CLOCK_TSC)
+		r->host_cpu = -1;
+	return ret;
+}

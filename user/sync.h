@@ -1,0 +1,158 @@
+/* SPDX-License-Identifier: LGPL-2.1 */
+/*
+ * Guest-to-host clock mapping: reads a correlation file into a model
+ * (the host's and the guests' conversions over time, each vCPU's KVM TSC
+ * offset segments and host CPUs, the clock probes), chooses the best
+ * method per guest and vCPU, and converts guest clock values to the
+ * host's.  Documentation/sync.rst explains the methods and their bounds.
+ *
+ * Naming: guest_* values are in a guest's clock domain, host_* in the
+ * host's; *_tsc are TSC counts, *_ns nanoseconds of the named clock.
+ */
+#ifndef HGCLOCK_SYNC_H
+#define HGCLOCK_SYNC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <linux/hgclock.h>
+
+#include "corr.h"
+
+#define HGSYNC_MAX_GUESTS	64
+#define HGSYNC_NO_BOUND		UINT64_MAX
+
+/* Clocks hgsync_to_host() converts (HGCOR_CLOCK_* plus local_clock). */
+#define HGSYNC_CLOCK_TSC	HGCOR_CLOCK_TSC		/* x86-tsc */
+#define HGSYNC_CLOCK_SCHED	HGCOR_CLOCK_SCHED	/* ftrace "local" */
+#define HGSYNC_CLOCK_LOCAL	3			/* ftrace "perf" */
+
+/* One CPU's conversions over time, in the order they were taken. */
+struct hgsync_convs {
+	struct hgclock_rec_cyc2ns *v;
+	size_t n, cap;
+};
+
+/* A KVM TSC offset in force from host TSC @host_tsc on. */
+struct hgsync_offset {
+	uint64_t host_tsc;
+	uint64_t tsc_offset;
+	uint64_t tsc_ratio;
+	uint32_t tsc_frac_bits;
+	uint16_t known;		/* ratio/frac known (else 1.0) */
+	uint16_t is_change;	/* from TSC_OFFSET: @prev_offset held before */
+	uint64_t prev_offset;
+};
+
+/* The host CPU a vCPU thread runs on from @host_tsc on. */
+struct hgsync_where {
+	uint64_t host_tsc;
+	int32_t host_cpu;
+};
+
+/* A host vCPU thread, from the host's tracking records. */
+struct hgsync_vcpu {
+	int32_t vm_pid;
+	int32_t vcpu_id;
+	int32_t tid;
+	struct hgsync_offset *off;
+	size_t nr_off, cap_off;
+	struct hgsync_where *where;
+	size_t nr_where, cap_where;
+	uint64_t migrations;
+};
+
+struct hgsync_guest {
+	uint32_t id;
+	int present;			/* a GUEST_INFO section was seen */
+	struct hgclock_info info;
+	struct hgcor_guest_vm vm;	/* vm.vm_pid -1: unknown */
+	struct hgsync_convs *convs;	/* per guest CPU */
+	unsigned int nr_cpus;
+	struct hgcor_probe *probes;
+	size_t nr_probes, cap_probes;
+	struct hgcor_segment *segs;	/* chosen mapping, sorted */
+	size_t nr_segs, cap_segs;
+	uint64_t kvm_checked, kvm_agree; /* probes checked against KVM exact */
+};
+
+struct hgsync {
+	struct hgclock_info host_info;
+	struct hgsync_convs *host_convs;	/* per host CPU */
+	unsigned int nr_host_cpus;
+	struct hgsync_vcpu *vcpus;
+	size_t nr_vcpus, cap_vcpus;
+	struct hgsync_guest guests[HGSYNC_MAX_GUESTS];
+	unsigned int nr_guests;		/* highest id + 1 */
+	int has_file_segments;		/* the file carried a SEGMENTS section */
+	int complete;			/* the file had its END */
+};
+
+/* hgsync_load() flags */
+#define HGSYNC_ALLOW_OPEN	(1 << 0) /* accept a file without END (yet) */
+#define HGSYNC_IGNORE_SEGMENTS	(1 << 1) /* recompute even if the file has them */
+
+/*
+ * Reads the correlation file in @buf/@len into @s.  0, or a negative
+ * hgcor_err (hgcor_strerror()), or -ENOMEM.  @err_pos gets the byte
+ * offset where reading stopped.  Segments come from the file's SEGMENTS
+ * section when it has one, otherwise call hgsync_build().
+ */
+int hgsync_load(struct hgsync *s, const void *buf, size_t len, int flags, size_t *err_pos);
+void hgsync_free(struct hgsync *s);
+
+/* Computes every guest's segments from the model; 0 or -ENOMEM. */
+int hgsync_build(struct hgsync *s);
+
+/* The result of one conversion. */
+struct hgsync_result {
+	uint64_t host_value;	/* host TSC or host ns of the same clock */
+	uint64_t bound_ns;	/* |error| bound, HGSYNC_NO_BOUND if none */
+	uint32_t method;	/* HGCOR_METHOD_* used */
+	int32_t host_cpu;	/* where the vCPU ran then, -1 if unknown */
+	const struct hgcor_segment *seg;
+};
+
+/*
+ * Converts @guest_value of clock @clock (HGSYNC_CLOCK_*), read on vCPU
+ * @vcpu of guest @guest_id, to the host's same clock.  0, -ENOENT when
+ * no segment covers it, -ENODATA when a needed conversion is missing.
+ */
+int hgsync_to_host(const struct hgsync *s, uint32_t guest_id, int vcpu, uint32_t clock,
+		   uint64_t guest_value, struct hgsync_result *r);
+/* The same with one method only (HGCOR_METHOD_*), 0 for the best. */
+int hgsync_to_host_by(const struct hgsync *s, uint32_t guest_id, int vcpu, uint32_t clock,
+		      uint64_t guest_value, uint32_t method, struct hgsync_result *r);
+
+/* ---- pure helpers (unit tested) ---- */
+
+/* guest_tsc = ((host_tsc * ratio) >> frac) + offset, 128-bit. */
+uint64_t hgsync_kvm_guest_tsc(uint64_t host_tsc, uint64_t offset, uint64_t ratio,
+			      uint32_t frac_bits);
+/* Its inverse: the smallest host_tsc whose guest_tsc is >= @guest_tsc. */
+uint64_t hgsync_kvm_host_tsc(uint64_t guest_tsc, uint64_t offset, uint64_t ratio,
+			     uint32_t frac_bits);
+/* The smallest tsc with hgclock_conv_apply(conv, tsc) >= @ns (near tsc_base). */
+uint64_t hgsync_conv_invert(const struct hgclock_conversion *conv, uint64_t ns);
+
+/* One bracketed observation: the host value lies in [lo, hi] at guest x. */
+struct hgsync_obs {
+	uint64_t x;	/* guest value */
+	uint64_t lo;	/* host value before */
+	uint64_t hi;	/* host value after */
+};
+
+/*
+ * Fits host = ref_host + d + (d * rate_q48 >> 48), d = x - ref_guest, to
+ * the tightest observations of @obs (sorted by x on return), filling the
+ * PROBE fields of @seg (ref_guest, ref_host, rate_q48, bound_ns,
+ * nr_samples).  0, or -EINVAL with fewer than 2 observations.
+ */
+int hgsync_fit(struct hgsync_obs *obs, size_t n, struct hgcor_segment *seg);
+/* Applies a PROBE segment. */
+uint64_t hgsync_probe_apply(const struct hgcor_segment *seg, uint64_t guest_value);
+
+const char *hgsync_method_name(uint32_t method);
+const char *hgsync_clock_name(uint32_t clock);
+
+#endif /* HGCLOCK_SYNC_H */
