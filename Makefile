@@ -40,6 +40,8 @@ UNIT_TESTS := $(BUILD)/unit/test_json $(BUILD)/unit/test_lib $(BUILD)/unit/test_
 BENCHES := $(BUILD)/bench/bench_read_clock $(BUILD)/bench/bench_ring \
 	$(BUILD)/bench/bench_pingpong
 
+NESTED_HELPERS := $(BUILD)/selftests/tsc_adjust
+
 .PHONY: all module user selftests unit check demo bench clean headers-check fuzz
 
 all: module user selftests
@@ -63,7 +65,12 @@ $(TOOL): $(TOOL_SRCS:user/%.c=$(BUILD)/user/%.o) $(LIB)
 $(KSFT_HDR):
 	tools/ksft-headers.sh "$(KSFT_DIR)"
 
-selftests: $(SELFTESTS) $(UNIT_TESTS) $(BENCHES)
+selftests: $(SELFTESTS) $(UNIT_TESTS) $(BENCHES) $(NESTED_HELPERS)
+
+# Guest-side helpers of the nested tests: static, the guest has no libc.
+$(BUILD)/selftests/tsc_adjust: selftests/nested/tsc_adjust.c
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -Wall -Wextra -Werror -D_GNU_SOURCE -static -o $@ $<
 
 $(BUILD)/selftests/%: selftests/%.c selftests/test_util.h $(KSFT_HDR) $(LIB) include/uapi/linux/hgclock.h
 	@mkdir -p $(dir $@)

@@ -131,7 +131,8 @@ for series in $nested_kernels; do
 	name="nested_${series}"
 	for attempt in 1 2 3; do
 		note "nested KVM host and guest on $kver (attempt $attempt)"
-		tools/vm/nested --kernel "$kver" --timeout 900 -- \
+		tools/vm/nested --kernel "$kver" --timeout 900 \
+			--guest-file "$build/selftests/tsc_adjust:tsc_adjust" -- \
 			selftests/nested/track-host.sh selftests/nested/track-guest.sh \
 			>"$log_dir/$name.out" 2>&1
 		rc=$?

@@ -49,7 +49,7 @@ int cmd_mark(int argc, char **argv)
 	uint64_t count = 1, interval_ms = 10, first = 0;
 	struct hgclock_map map;
 	bool json = false, mapped;
-	int c, fd;
+	int c, fd, status = HGCLOCK_EXIT_OK;
 
 	while ((c = getopt_long(argc, argv, "n:i:f:jh", opts, NULL)) != -1) {
 		switch (c) {
@@ -104,6 +104,7 @@ int cmd_mark(int argc, char **argv)
 		}
 		if (ret) {
 			hg_err("reading the clock: %s", strerror(-ret));
+			status = HGCLOCK_EXIT_FAILURE;
 			break;
 		}
 		if (json)
@@ -128,5 +129,5 @@ int cmd_mark(int argc, char **argv)
 	if (mapped)
 		hgclock_map_close(&map);
 	close(fd);
-	return HGCLOCK_EXIT_OK;
+	return status;
 }

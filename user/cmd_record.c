@@ -57,6 +57,7 @@ struct guest {
 	/* Probing: one request in flight at a time. */
 	bool probe_pending;
 	bool closing;			/* BYE sent: no new probes */
+	bool can_probe;			/* the agent speaks 1.1 or later */
 	uint64_t probe_seq;
 	struct hgclock_now probe_send;	/* host clocks right before sending */
 	unsigned int burst_left;
@@ -165,8 +166,9 @@ static int flush_probes(struct guest *g, struct hgcor_writer *w)
 
 	if (!g->np)
 		return 0;
-	ret = hgcor_write_section2(w, HGCOR_SEC_PROBES, 0, prefix, sizeof(prefix), g->pbuf,
-				   g->np * sizeof(g->pbuf[0]));
+	/* 1.1 sections are optional: a 1.0 reader skips them. */
+	ret = hgcor_write_section2(w, HGCOR_SEC_PROBES, HGCOR_SEC_OPTIONAL, prefix, sizeof(prefix),
+				   g->pbuf, g->np * sizeof(g->pbuf[0]));
 	g->np = 0;
 	return ret;
 }
@@ -257,6 +259,10 @@ static int guest_open(struct guest *g, struct hgcor_writer *w, uint8_t *buf)
 	}
 	if (!ret) {
 		memcpy(&hello, buf, sizeof(hello));
+		g->can_probe = hello.minor >= 1;
+		if (hello.major == HGP_VERSION_MAJOR && !g->can_probe)
+			fprintf(stderr, "hgclock record: guest %s: agent %u.%u answers no probes\n",
+				g->spec, hello.major, hello.minor);
 		if (hello.major != HGP_VERSION_MAJOR) {
 			hg_err("guest %s speaks protocol %u.%u, this host %u.%u",
 			       g->spec, hello.major, hello.minor,
@@ -278,7 +284,8 @@ static int guest_open(struct guest *g, struct hgcor_writer *w, uint8_t *buf)
 			" probes only\n", g->spec);
 	if (!ret) {
 		g->vm.guest_id = g->id;
-		ret = hgcor_write_section(w, HGCOR_SEC_GUEST_VM, 0, &g->vm, sizeof(g->vm));
+		ret = hgcor_write_section(w, HGCOR_SEC_GUEST_VM, HGCOR_SEC_OPTIONAL, &g->vm,
+					  sizeof(g->vm));
 	}
 	if (ret) {
 		close(g->fd);
@@ -391,7 +398,8 @@ static int write_segments(struct hgcor_writer *w, const char *path)
 			fprintf(stderr, ", probe bound %llu ns", (unsigned long long)best);
 		fputc('\n', stderr);
 	}
-	ret = hgcor_write_section(w, HGCOR_SEC_SEGMENTS, 0, all, total * sizeof(*all));
+	ret = hgcor_write_section(w, HGCOR_SEC_SEGMENTS, HGCOR_SEC_OPTIONAL, all,
+				  total * sizeof(*all));
 	free(all);
 out:
 	hgsync_free(&s);
@@ -669,9 +677,9 @@ int cmd_record(int argc, char **argv)
 				last_status - start, (unsigned long long)sink.total,
 				(unsigned long long)sink.lost, (unsigned long long)w.bytes);
 			if (nr_guests)
-				fprintf(stderr, ", %u guests, %llu probes, probe bound <= %llu ns",
+				fprintf(stderr, ", %u guests, %llu probes, tightest round trip %llu ns",
 					nr_guests, (unsigned long long)probes,
-					(unsigned long long)rtt / 2);
+					(unsigned long long)rtt);
 			fputs("  ", stderr);
 		}
 		if (last)
@@ -694,7 +702,8 @@ int cmd_record(int argc, char **argv)
 		for (g = 0; g < nr_guests && !ret; g++) {
 			struct guest *gs = &guests[g];
 
-			if (gs->fd < 0 || gs->probe_pending || !interval_ms || now_s() < gs->next_probe)
+			if (gs->fd < 0 || !gs->can_probe || gs->probe_pending || !interval_ms ||
+			    now_s() < gs->next_probe)
 				continue;
 			gs->burst_left = HG_PROBE_BURST - 1;
 			ret = send_probe(gs, &hc);

@@ -21,7 +21,7 @@ static const struct hgclock_cmd commands[] = {
 	{ "record", cmd_record, "record this host's clock data into a correlation file" },
 	{ "dump", cmd_dump, "print a correlation file (--json)" },
 	{ "convert", cmd_convert, "convert guest clock values to host time with a correlation file" },
-	{ "mark", cmd_mark, "guest: read the clocks and write an I/O port marker the host traces" },
+	{ "mark", cmd_mark, "guest: read the clocks, then exit to the host (CPUID) where it is traced" },
 	{ "records", cmd_records, "print every record from the rings (tracking, snapshots)" },
 	{ "vcpus", cmd_vcpus, "list tracked vCPU threads: VM, vcpu_id, host CPU, TSC offset" },
 	{ "snapshots", cmd_snapshots, "print per-CPU TSC->sched_clock snapshots from the ring" },

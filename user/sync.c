@@ -717,13 +717,12 @@ static int guest_build(struct hgsync *s, struct hgsync_guest *g)
 	obs = malloc((g->nr_probes ? g->nr_probes : 1) * sizeof(*obs));
 	if (!obs)
 		return -ENOMEM;
-	/* ftrace "local" (sched_clock): one mapping for every vCPU. */
-	for (i = n = 0; i < g->nr_probes; i++)
-		obs[n++] = (struct hgsync_obs){ g->probes[i].guest_sched_ns,
-						g->probes[i].host_ns_send,
-						g->probes[i].host_ns_recv };
-	ret = probe_segments(g, HGCOR_CLOCK_SCHED, -1, obs, n, 0);
-	/* x86-tsc: per vCPU (each has its own offset). */
+	/*
+	 * Per vCPU, on both clocks: each vCPU has its own TSC offset, and
+	 * so its own kvm-clock parameters; they need not agree (a guest TSC
+	 * write moves one vCPU's sched_clock until KVM next updates its
+	 * kvm-clock page).
+	 */
 	for (unsigned int cpu = 0; cpu < 1024 && !ret; cpu++) {
 		bool any = false;
 
@@ -731,14 +730,23 @@ static int guest_build(struct hgsync *s, struct hgsync_guest *g)
 			if (g->probes[i].guest_cpu != cpu)
 				continue;
 			any = true;
+			obs[n++] = (struct hgsync_obs){ g->probes[i].guest_sched_ns,
+							g->probes[i].host_ns_send,
+							g->probes[i].host_ns_recv };
+		}
+		if (!any && cpu >= g->nr_cpus)
+			break;
+		ret = probe_segments(g, HGCOR_CLOCK_SCHED, (int)cpu, obs, n, 0);
+		for (i = n = 0; i < g->nr_probes && !ret; i++) {
+			if (g->probes[i].guest_cpu != cpu)
+				continue;
 			obs[n++] = (struct hgsync_obs){ g->probes[i].guest_tsc,
 							g->probes[i].host_tsc_send,
 							g->probes[i].host_tsc_recv };
 		}
-		if (!any && cpu >= g->nr_cpus)
-			break;
-		ret = probe_segments(g, HGCOR_CLOCK_TSC, (int)cpu, obs, n,
-				     s->host_info.tsc_khz);
+		if (!ret)
+			ret = probe_segments(g, HGCOR_CLOCK_TSC, (int)cpu, obs, n,
+					     s->host_info.tsc_khz);
 	}
 	free(obs);
 	qsort(g->segs, g->nr_segs, sizeof(*g->segs), cmp_seg);
@@ -852,6 +860,10 @@ static int to_host_kvm(const struct hgsync *s, const struct hgsync_guest *g, int
 			if (!(gc->conv.flags & HGCLOCK_CONV_LOCAL_OFFSET))
 				return -ENODATA;
 			guest_value -= gc->conv.local_offset_ns;
+			/* Snapshots are keyed by sched_clock: look again with it. */
+			gc = conv_at(&g->convs[vcpu], guest_value, true);
+			if (!(gc->conv.flags & HGCLOCK_CONV_VALID))
+				return -ENODATA;
 		}
 		gb = conv_bound(&gc->conv);
 		if (gb == HGSYNC_NO_BOUND)
@@ -935,8 +947,7 @@ static int to_host_probe(const struct hgsync *s, const struct hgsync_guest *g, i
 		guest_value -= local_off_guest;
 		clock = HGSYNC_CLOCK_SCHED;
 	}
-	seg = find_seg(g, HGCOR_METHOD_PROBE, clock, clock == HGSYNC_CLOCK_SCHED ? -1 : vcpu,
-		       guest_value);
+	seg = find_seg(g, HGCOR_METHOD_PROBE, clock, vcpu, guest_value);
 	if (!seg)
 		return -ENOENT;
 	r->method = HGCOR_METHOD_PROBE;

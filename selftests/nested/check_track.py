@@ -132,12 +132,18 @@ def conv_apply(c, tsc):
     return (c["offset_ns"] + ((d * c["mult"]) >> c["shift"])) & M64
 
 
+# HGCLOCK_RECOMPUTE=1: ignore the mapping stored in the file (re-checking
+# an old recording with a newer hgclock).
+import os
+RECOMPUTE = ["--recompute"] if os.environ.get("HGCLOCK_RECOMPUTE") else []
+
+
 def convert(tool, hgc, clock, pairs, method="auto"):
     """hgclock convert --json for [(vcpu, value)]: a list of result dicts."""
     import subprocess
     inp = "".join("%d %d\n" % p for p in pairs)
-    out = subprocess.run([tool, "convert", "--json", "--clock", clock, "--method", method,
-                          hgc], input=inp, capture_output=True, text=True)
+    out = subprocess.run([tool, "convert", "--json", "--clock", clock, "--method", method] +
+                         RECOMPUTE + [hgc], input=inp, capture_output=True, text=True)
     if out.returncode:
         fail("hgclock convert: " + out.stderr.strip())
     return [json.loads(l) for l in out.stdout.splitlines() if l.strip()]
@@ -173,8 +179,12 @@ def sync(tool, hgc, dump_jsonl, marks_jsonl, ftrace_txt, offsets1, offsets2, out
     marks = load_records(marks_jsonl)
     exits, ftrace_offs = parse_ftrace(ftrace_txt)
     # debugfs prints tsc-offset signed; the records hold it modulo 2^64.
-    dbg1 = {int(a): int(b) & M64 for a, b in (l.split() for l in open(offsets1) if l.strip())}
-    dbg2 = {int(a): int(b) & M64 for a, b in (l.split() for l in open(offsets2) if l.strip())}
+    def offsets(path):
+        fields = [l.split() for l in open(path)]
+        return {int(f[0]): int(f[1]) & M64 for f in fields if len(f) == 2}
+    dbg1, dbg2 = offsets(offsets1), offsets(offsets2)
+    if 0 not in dbg1 or 0 not in dbg2:
+        fail("no debugfs tsc-offset of vCPU 0 (the guest is gone?)")
     khz = next(r["tsc_khz"] for r in recs if r.get("section") == "host_info")
     hconv = sorted((r["tsc"], r) for r in recs if r.get("from") == "host" and r.get("type") == "cyc2ns")
     segs = [r for r in recs if r.get("section") == "segment"]

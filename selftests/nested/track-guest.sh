@@ -9,21 +9,12 @@ hgclock agent --once --duration 600 2>/tmp/agent.log &
 agent=$!
 echo "GUEST-WAITING"
 
-# write_tsc CPU DELTA: add DELTA to the TSC of CPU through IA32_TSC (MSR
-# 0x10); KVM moves that vCPU's TSC offset.  8 bytes little endian; dd
-# counts in 8-byte blocks.  A large jump upsets the guest's clocks.
+# write_tsc CPU DELTA: move CPU's TSC by DELTA counts (tsc_adjust: rdtsc
+# and the IA32_TSC write back to back); KVM moves that vCPU's offset.
 write_tsc() {
-	local tsc bytes="" i=0
+	local tsc
 
-	tsc=$(dd if=/dev/cpu/$1/msr bs=8 count=1 skip=2 2>/dev/null | od -An -tu8 | tr -d ' ')
-	[ -n "$tsc" ] || { echo "guest: cannot read the TSC MSR"; return 1; }
-	tsc=$((tsc + $2))
-	while [ $i -lt 8 ]; do
-		bytes="$bytes\\$(printf %03o $(( (tsc >> (8 * i)) & 255 )))"
-		i=$((i + 1))
-	done
-	printf "$bytes" | dd of=/dev/cpu/$1/msr bs=8 count=1 seek=2 2>/dev/null ||
-		{ echo "guest: TSC write failed"; return 1; }
+	tsc=$(/tsc_adjust "$1" "$2") || { echo "guest: TSC write failed"; return 1; }
 	echo "guest: wrote TSC $tsc on CPU $1"
 }
 

@@ -844,8 +844,14 @@ TEST_F(good, model)
 	/* Every probe agrees with KVM's offsets. */
 	EXPECT_EQ(NR_PROBES, g->kvm_checked);
 	EXPECT_EQ(g->kvm_checked, g->kvm_agree);
-	/* Probe segments as well: one sched_clock, vCPU 0's TSC in two pieces. */
-	EXPECT_EQ(1, count_segs(g, HGCOR_METHOD_PROBE, HGCOR_CLOCK_SCHED, -1));
+	/*
+	 * Probe segments as well, per vCPU: sched_clock in one piece each
+	 * (the guest's clock goes on across the TSC write), vCPU 0's TSC in
+	 * two pieces.
+	 */
+	EXPECT_EQ(0, count_segs(g, HGCOR_METHOD_PROBE, HGCOR_CLOCK_SCHED, -1));
+	EXPECT_EQ(1, count_segs(g, HGCOR_METHOD_PROBE, HGCOR_CLOCK_SCHED, 0));
+	EXPECT_EQ(1, count_segs(g, HGCOR_METHOD_PROBE, HGCOR_CLOCK_SCHED, 1));
 	EXPECT_EQ(2, count_segs(g, HGCOR_METHOD_PROBE, HGCOR_CLOCK_TSC, 0));
 	EXPECT_EQ(1, count_segs(g, HGCOR_METHOD_PROBE, HGCOR_CLOCK_TSC, 1));
 }

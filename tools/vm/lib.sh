@@ -180,6 +180,9 @@ vm_initramfs() {
 
 	local bb modlist cache key out tmp f src dst n ko args
 	bb=$(vm_busybox) || { vm_msg "no static busybox (install busybox-static)"; return 1; }
+	for f in "${files[@]}"; do
+		[ -r "${f%%:*}" ] || { vm_msg "initramfs: cannot read ${f%%:*}"; return 1; }
+	done
 	# shellcheck disable=SC2086
 	modlist=$(vm_module_list "$ver" $mods) ||
 		{ vm_msg "cannot resolve modules for $ver: $mods"; return 1; }
@@ -227,20 +230,22 @@ vm_initramfs() {
 		while read -r _ ko args; do
 			[ -n "$ko" ] || continue
 			f=$n-$(basename "${ko%%.ko*}").ko
-			vm_unpack_module "$ko" "root/modules/$f"
+			vm_unpack_module "$ko" "root/modules/$f" || exit 1
 			echo "$f $args" >>root/modules/order
 			n=$((n + 1))
 		done <<<"$modlist"
+		# Explicit checks: callers write "x=$(vm_initramfs ...) || ...",
+		# which switches set -e off in here.
 		for f in "${files[@]}"; do
 			src=${f%%:*}
 			dst=root/extra/${f#*:}
-			mkdir -p "$(dirname "$dst")"
-			cp -L "$src" "$dst"
+			mkdir -p "$(dirname "$dst")" || exit 1
+			cp -L "$src" "$dst" || exit 1
 		done
 		# The kernel's built-in cpio usually has it; be sure anyway.
 		mknod -m 600 root/dev/console c 5 1 2>/dev/null || true
 		cd root
-		find . | LC_ALL=C sort | cpio -o -H newc -R 0:0 --quiet >../out.cpio
+		find . | LC_ALL=C sort | cpio -o -H newc -R 0:0 --quiet >../out.cpio || exit 1
 	)
 	# Not "( ... ) || ...": that would switch off set -e inside.
 	# shellcheck disable=SC2181

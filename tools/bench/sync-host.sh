@@ -1,0 +1,44 @@
+# Host side of tools/bench/sync.sh (tools/vm/nested HOST_SCRIPT), sourced
+# by tools/vm/nested-host.  hgclock records the whole time; meanwhile
+# trace-cmd records the host and the guest twice, once on ftrace's local
+# clock (its ptp sync) and once on x86-tsc (its kvm sync).  Ground truth:
+# KVM's own kvm_write_tsc_offset trace on the host's TSC.
+tool=$HGCLOCK_TOOL
+out=$(dirname "$HGCLOCK_GUEST_CONSOLE")
+secs=${HGCLOCK_BENCH_SECONDS:-10}
+insmod "$HGCLOCK_KO" || return 1
+guest_start || return 1
+guest_wait GUEST-WAITING 300 >/dev/null || { echo "bench: the guest never came up"; return 125; }
+sleep 1
+tracefs=/sys/kernel/tracing
+[ -d $tracefs/instances ] || mount -t tracefs nodev $tracefs
+truth=$tracefs/instances/hgclock-truth
+mkdir -p $truth && echo x86-tsc >$truth/trace_clock &&
+	echo 8192 >$truth/buffer_size_kb &&
+	echo 1 >$truth/events/kvm/kvm_write_tsc_offset/enable &&
+	echo 1 >$truth/tracing_on || { echo "bench: cannot trace kvm_write_tsc_offset"; return 1; }
+dbg=$(guest_debugfs)
+for v in "$dbg"/vcpu*; do echo "${v##*/vcpu} $(cat "$v/tsc-offset")"; done >"$out/offsets-start"
+"$tool" record -o "$out/bench.hgc" --duration 900 --probe-interval 50 --guest vsock:3 \
+	2>"$out/record.err" &
+recorder=$!
+sleep 2
+rc=0
+for clock in local x86-tsc; do
+	# trace-cmd picks its sync protocol from the clock (kvm for x86-tsc).
+	(cd /tmp && trace-cmd record -C $clock -e sched:sched_switch -A @3 --name guest \
+		-C $clock -e sched:sched_switch -o "$out/tc-$clock.dat" sleep "$secs") \
+		>"$out/tc-$clock.log" 2>&1 || { echo "bench: trace-cmd record ($clock) failed"; rc=1; }
+	tail -n 3 "$out/tc-$clock.log"
+done
+kill -INT $recorder
+wait $recorder || rc=1
+sed 's/^/# /' "$out/record.err"
+echo 0 >$truth/tracing_on
+cat $truth/trace >"$out/truth.txt"
+rmdir $truth 2>/dev/null
+for v in "$dbg"/vcpu*; do echo "${v##*/vcpu} $(cat "$v/tsc-offset")"; done >"$out/offsets-end"
+ls -la "$out"/tc-*.dat | sed 's/^/# /'
+guest_send DONE
+guest_wait "guest: done" 60 >/dev/null
+return $rc

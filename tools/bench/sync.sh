@@ -1,0 +1,51 @@
+#!/bin/bash
+# tools/bench/sync.sh: hgclock's host/guest synchronization against
+# trace-cmd's, both against ground truth, in the nested testbed (a real
+# KVM guest inside the TCG host VM).  Scenarios:
+#   steady  host VM booted with tsc=reliable: the guest's TSC offset stays
+#   moving  host VM booted with tsc=unstable: KVM re-bases the guest's TSC
+#           offset whenever it loads a vCPU
+# Prints BENCH lines (sync_report.py): median and max error in ns per
+# scenario, clock (local, x86-tsc) and method.
+#
+#   HGCLOCK_SYNC_KERNEL     kernel series (default 6.12)
+#   HGCLOCK_SYNC_SCENARIOS  default "steady moving"
+#   HGCLOCK_BENCH_SECONDS   length of each trace-cmd recording (default 10)
+set -u -o pipefail
+top=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$top"
+build=${BUILD:-build}
+series=${HGCLOCK_SYNC_KERNEL:-6.12}
+kver=$(ls /boot/vmlinuz-"$series".* /boot/vmlinuz-"$series"-* 2>/dev/null |
+       sed 's|^/boot/vmlinuz-||' | grep -v -- '-rt-' | sort -uV | tail -n 1)
+[ -n "$kver" ] || { echo "bench: no installed $series kernel" >&2; exit 1; }
+tools/build-module.sh "/usr/src/linux-headers-$kver" "$build/module" >/dev/null || exit 1
+command -v trace-cmd >/dev/null || { echo "bench: trace-cmd missing (tools/deps.sh)" >&2; exit 1; }
+# trace-cmd and its libraries join the guest's initramfs.
+files=(--guest-file "$(command -v trace-cmd):bin/trace-cmd")
+while read -r lib; do
+	files+=(--guest-file "$lib:${lib#/}")
+done < <(ldd "$(command -v trace-cmd)" | awk '/=> \//{print $3}')
+status=0
+for scenario in ${HGCLOCK_SYNC_SCENARIOS:-steady moving}; do
+	case $scenario in
+	steady) append=tsc=reliable ;;
+	moving) append=tsc=unstable ;;
+	*) echo "bench: unknown scenario $scenario" >&2; exit 2 ;;
+	esac
+	echo "== sync $scenario: $kver, host VM $append"
+	rm -rf "$build/nested"
+	if ! tools/vm/nested --kernel "$kver" --append "$append" --timeout 1200 "${files[@]}" \
+		--env HGCLOCK_BENCH_SECONDS="${HGCLOCK_BENCH_SECONDS:-10}" -- \
+		tools/bench/sync-host.sh tools/bench/sync-guest.sh >"/tmp/hgclock-sync-$scenario.log" 2>&1; then
+		echo "bench: nested run failed, see /tmp/hgclock-sync-$scenario.log" >&2
+		grep -v '^guest| \[' "/tmp/hgclock-sync-$scenario.log" | tail -n 20 >&2
+		status=1
+		continue
+	fi
+	mkdir -p "$build/bench/sync-$scenario"
+	cp "$build"/nested/* "$build/bench/sync-$scenario/"
+	python3 tools/bench/sync_report.py "$build/bench/sync-$scenario" "$build/user/hgclock" \
+		"$scenario" || status=1
+done
+exit $status

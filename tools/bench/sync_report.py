@@ -1,0 +1,149 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+"""tools/bench/sync.sh's analysis: every guest event trace-cmd recorded,
+converted to host time by trace-cmd (its TimeShift) and by hgclock (the
+correlation file recorded in the same run), against ground truth: the
+guest's raw timestamp minus the TSC offset KVM had written for that vCPU
+(KVM's kvm_write_tsc_offset trace on the host's TSC, from the offsets
+debugfs showed at the start), through the guest's exact kvm-clock
+conversion and the host's cyc2ns for the local clock.
+
+usage: sync_report.py DIR HGCLOCK SCENARIO   (prints BENCH lines)"""
+import json
+import re
+import subprocess
+import sys
+
+M64 = (1 << 64) - 1
+EXACT = 0x2
+
+
+def run(*args, inp=None):
+    r = subprocess.run(args, input=inp, capture_output=True, text=True)
+    if r.returncode:
+        sys.exit("sync_report: %s: %s" % (" ".join(args[:3]), r.stderr.strip()[:500]))
+    return r.stdout
+
+
+def conv_apply(c, tsc):
+    d = (tsc - c["tsc_base"]) & M64
+    d = (d << c["pre_shift"]) & M64 if c["pre_shift"] >= 0 else d >> -c["pre_shift"]
+    return (c["offset_ns"] + ((d * c["mult"]) >> c["shift"])) & M64
+
+
+def conv_invert(c, ns):
+    """Smallest TSC whose conversion reaches ns (binary search)."""
+    lo, hi = c["tsc_base"], c["tsc_base"] + (1 << 46)
+    if conv_apply(c, lo) >= ns:
+        return lo
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if conv_apply(c, mid) >= ns:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+TS = re.compile(r"\[(\d+)\]\s+(?:\S+\s+)?(\d+)(?:\.(\d+))?:\s")
+
+
+def events(dat, raw):
+    """(cpu, timestamp) of every event of a trace-cmd file, in file order
+    per CPU; ns clocks printed sec.nsec (-t), counters as integers."""
+    out = run("trace-cmd", "report", "-t", *(["--raw-ts"] if raw else []), "-i", dat)
+    ev = {}
+    for line in out.splitlines():
+        m = TS.search(line)
+        if not m:
+            continue
+        cpu = int(m.group(1))
+        ts = int(m.group(2)) * 10**9 + int(m.group(3).ljust(9, "0")[:9]) if m.group(3) else int(m.group(2))
+        ev.setdefault(cpu, []).append(ts)
+    return ev
+
+
+def main(d, tool, scenario):
+    recs = [json.loads(l) for l in run(tool, "dump", "--json", d + "/bench.hgc").splitlines()]
+    khz = next(r["tsc_khz"] for r in recs if r.get("section") == "host_info")
+    hconv = sorted((r["tsc"], r) for r in recs if r.get("from") == "host" and r.get("type") == "cyc2ns")
+    gconv = {}
+    for r in recs:
+        if r.get("from") == "guest" and r.get("type") == "cyc2ns":
+            gconv.setdefault(r["cpu"], []).append(r)
+    offs = {}
+    for l in open(d + "/offsets-start"):
+        v, o = l.split()
+        offs[int(v)] = [(0, int(o) & M64)]
+    for l in open(d + "/truth.txt", errors="replace"):
+        m = re.search(r"\s(\d+):\s+kvm_write_tsc_offset:\s+vcpu=(\d+) prev=(\d+) next=(\d+)", l)
+        if m:
+            offs.setdefault(int(m.group(2)), [(0, int(m.group(3)))]).append((int(m.group(1)), int(m.group(4))))
+    for v in offs:
+        offs[v].sort()
+
+    def truth_tsc(vcpu, gtsc):
+        """Host TSC of a guest TSC reading: the offset whose span holds it."""
+        best = None
+        for t, o in offs.get(vcpu, []):
+            h = (gtsc - o) & M64
+            if h >= t:
+                best = h
+        return best
+
+    def host_ns(tsc):
+        best = hconv[0][1]
+        for t, r in hconv:
+            if t <= tsc:
+                best = r
+        return conv_apply(best, tsc)
+
+    def truth_local(vcpu, gns):
+        snaps = [r for r in gconv.get(vcpu, []) if r["sched_clock_ns"] <= gns] or gconv.get(vcpu, [])[:1]
+        if not snaps or not snaps[-1]["conv_flags"] & EXACT:
+            return None
+        h = truth_tsc(vcpu, conv_invert(snaps[-1], gns))
+        return None if h is None else host_ns(h)
+
+    print("# sync scenario %s: %d offset changes seen by KVM's trace" %
+          (scenario, sum(len(v) - 1 for v in offs.values())))
+    results = {}
+    for clock, tc_method in (("local", "ptp"), ("x86-tsc", "kvm")):
+        gfile = d + "/tc-%s-guest.dat" % clock
+        try:
+            raw, conv = events(gfile, True), events(gfile, False)
+        except SystemExit as e:
+            print("# %s" % e)
+            continue
+        pairs = [(c, r, v) for c in raw for r, v in zip(raw[c], conv.get(c, []))]
+        truth = [(truth_tsc(c, r) if clock == "x86-tsc" else truth_local(c, r)) for c, r, _ in pairs]
+        unit = 1e6 / khz if clock == "x86-tsc" else 1.0
+        errs = {}
+        errs["trace-cmd-" + tc_method] = [abs(v - t) * unit for (c, r, v), t in zip(pairs, truth) if t is not None]
+        for method in ("auto", "probe"):
+            inp = "".join("%d %d\n" % (c, r) for c, r, _ in pairs)
+            res = [json.loads(l) for l in run(tool, "convert", "--json", "--clock", clock, "--method",
+                                              method, d + "/bench.hgc", inp=inp).splitlines()]
+            errs["hgclock-" + method] = [abs(x["host_value"] - t) * unit for x, t in zip(res, truth)
+                                         if t is not None and "host_value" in x]
+        for name, e in errs.items():
+            e.sort()
+            if not e:
+                print("# %s %s: no events with ground truth" % (clock, name))
+                continue
+            med, mx = e[len(e) // 2], e[-1]
+            results[(clock, name)] = med
+            tag = "sync.%s.%s.%s" % (scenario, clock, name)
+            print("BENCH %s.median_error %.0f ns" % (tag, med))
+            print("BENCH %s.max_error %.0f ns" % (tag, mx))
+            print("BENCH %s.events %d count" % (tag, len(e)))
+        tc = results.get((clock, "trace-cmd-" + tc_method))
+        for m in ("auto", "probe"):
+            h = results.get((clock, "hgclock-" + m))
+            if tc is not None and h is not None:
+                print("BENCH sync.%s.%s.trace_cmd_over_hgclock_%s %.1f ratio" %
+                      (scenario, clock, m, tc / max(h, 1.0)))
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:4])
