@@ -18,6 +18,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +34,34 @@
 #include "proto.h"
 
 static volatile sig_atomic_t stop;
+
+/* Who may connect (set once by cmd_agent before serving). */
+static struct {
+	const char *tcp;
+	const char *peer;
+	bool any_peer;
+} acl;
+
+static bool peer_allowed(int sock, const struct sockaddr_storage *ss)
+{
+	if (acl.tcp) {
+		char addr[64] = "";
+		int one = 1;
+
+		/* Probe replies are tiny and timed: no Nagle delay. */
+		setsockopt(sock, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		inet_ntop(AF_INET, &((const struct sockaddr_in *)ss)->sin_addr, addr, sizeof(addr));
+		if (acl.any_peer || (acl.peer && !strcmp(addr, acl.peer)))
+			return true;
+		hg_err("agent: refused a connection from %s (not --peer)", addr);
+		return false;
+	}
+	if (acl.any_peer || ((const struct sockaddr_vm *)ss)->svm_cid == VMADDR_CID_HOST)
+		return true;
+	hg_err("agent: refused a connection from CID %u (not the host)",
+	       ((const struct sockaddr_vm *)ss)->svm_cid);
+	return false;
+}
 
 static void on_signal(int sig)
 {
@@ -78,7 +107,116 @@ static int answer_probe(int sock, int devfd, const struct hgclock_map *map,
 	return hgp_send(sock, HGP_PROBE_REPLY, &r, sizeof(r));
 }
 
-static int serve(int sock, int devfd, const struct hgclock_info *info, double deadline)
+struct probe_channel {
+	int sock;
+	int devfd;
+	struct hgclock_info info;
+};
+
+/*
+ * A connection of its own for probes (HGP_HELLO_PROBE_CHANNEL), served by
+ * a thread that does nothing but answer: no ring data queues ahead of a
+ * reply, and nothing delays reading the request.  Owns @arg and its socket.
+ */
+static void *probe_channel_thread(void *arg)
+{
+	struct probe_channel *pc = arg;
+	struct hgp_hello mine = { HGP_VERSION_MAJOR, HGP_VERSION_MINOR, 0 };
+	uint8_t reply[sizeof(mine) + sizeof(pc->info)];
+	struct timeval tv = { 0 };
+	struct hgclock_map map;
+	struct hgp_header h;
+	uint8_t in[64];
+	bool mapped;
+	int ret;
+
+	mapped = !hgclock_map_open(pc->devfd, 0, &map);
+	memcpy(reply, &mine, sizeof(mine));
+	memcpy(reply + sizeof(mine), &pc->info, sizeof(pc->info));
+	setsockopt(pc->sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	ret = hgp_send(pc->sock, HGP_HELLO_REPLY, reply, sizeof(reply));
+	while (!ret) {
+		struct hgp_header peek;
+
+		/* Only probes here: anything else, or anything big, ends it. */
+		ret = recv(pc->sock, &peek, sizeof(peek), MSG_PEEK | MSG_WAITALL) == sizeof(peek) ?
+			0 : -ECONNRESET;
+		if (ret || peek.length > sizeof(in))
+			break;
+		ret = hgp_recv(pc->sock, &h, in);
+		if (ret || h.type != HGP_PROBE)
+			break;
+		ret = answer_probe(pc->sock, pc->devfd, mapped ? &map : NULL, in, h.length);
+		if (ret)
+			hg_err("agent: probe channel: %s", strerror(-ret));
+	}
+	if (mapped)
+		hgclock_map_close(&map);
+	close(pc->sock);
+	free(pc);
+	return NULL;
+}
+
+static int start_probe_channel(int sock, int devfd, const struct hgclock_info *info)
+{
+	struct probe_channel *pc = malloc(sizeof(*pc));
+	pthread_attr_t attr;
+	pthread_t t;
+	int ret;
+
+	if (!pc)
+		return -ENOMEM;
+	pc->sock = sock;
+	pc->devfd = devfd;
+	pc->info = *info;
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	ret = -pthread_create(&t, &attr, probe_channel_thread, pc);
+	pthread_attr_destroy(&attr);
+	if (ret)
+		free(pc);
+	return ret;
+}
+
+/*
+ * A connection arriving during a session: a probe channel for it gets its
+ * thread; anything else is told the agent is busy.
+ */
+static void accept_during_session(int lfd, int devfd, const struct hgclock_info *info)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	struct timeval tv = { .tv_sec = 2 };
+	struct hgp_header h;
+	struct hgp_hello hello;
+	uint8_t in[64];
+	int sock = accept4(lfd, (struct sockaddr *)&ss, &sl, SOCK_CLOEXEC);
+
+	if (sock < 0)
+		return;
+	if (!peer_allowed(sock, &ss))
+		goto close;
+	setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	/* A HELLO is 24 bytes: anything longer is not one. */
+	if (recv(sock, &h, sizeof(h), MSG_PEEK | MSG_WAITALL) != sizeof(h) ||
+	    h.length > sizeof(in) || hgp_recv(sock, &h, in) || h.type != HGP_HELLO ||
+	    h.length < sizeof(hello))
+		goto close;
+	memcpy(&hello, in, sizeof(hello));
+	if (hello.major == HGP_VERSION_MAJOR && (hello.flags & HGP_HELLO_PROBE_CHANNEL) &&
+	    !start_probe_channel(sock, devfd, info))
+		return;
+	{
+		static const char busy[] = "agent busy: one host session at a time";
+
+		hgp_send(sock, HGP_ERROR, busy, sizeof(busy) - 1);
+	}
+close:
+	close(sock);
+}
+
+/* Returns 1 when @sock became a probe channel (its thread owns it). */
+static int serve(int sock, int lfd, int devfd, const struct hgclock_info *info, double deadline)
 {
 	struct hgp_header h;
 	struct hgp_hello hello;
@@ -113,6 +251,12 @@ static int serve(int sock, int devfd, const struct hgclock_info *info, double de
 		ret = -EPROTO;
 		goto out;
 	}
+	if (hello.flags & HGP_HELLO_PROBE_CHANNEL) {
+		ret = start_probe_channel(sock, devfd, info);
+		if (!ret)
+			ret = 1;
+		goto out;
+	}
 	ret = hgclock_map_open(devfd, HGCLOCK_MAP_CONSUMER, &map);
 	if (ret) {
 		snprintf(msg, sizeof(msg), "guest ring unavailable: %s", strerror(-ret));
@@ -132,9 +276,10 @@ static int serve(int sock, int devfd, const struct hgclock_info *info, double de
 	hgclock_snapshot(devfd, -1);
 	fprintf(stderr, "hgclock agent: streaming to the host\n");
 	while (!ret) {
-		struct pollfd pfd[2] = {
+		struct pollfd pfd[3] = {
 			{ .fd = sock, .events = POLLIN },
 			{ .fd = devfd, .events = POLLIN },
+			{ .fd = lfd, .events = POLLIN },
 		};
 		struct timespec now;
 		bool host_done = false;
@@ -145,10 +290,12 @@ static int serve(int sock, int devfd, const struct hgclock_info *info, double de
 		clock_gettime(CLOCK_MONOTONIC, &now);
 		if (stop || (deadline && now.tv_sec + now.tv_nsec / 1e9 >= deadline))
 			break;
-		if (poll(pfd, 2, 200) < 0 && errno != EINTR) {
+		if (poll(pfd, 3, 200) < 0 && errno != EINTR) {
 			ret = -errno;
 			break;
 		}
+		if (pfd[2].revents & POLLIN)
+			accept_during_session(lfd, devfd, info);
 		if (pfd[0].revents & (POLLIN | POLLHUP | POLLERR)) {
 			ret = hgp_recv(sock, &h, in);
 			if (ret)
@@ -247,6 +394,9 @@ int cmd_agent(int argc, char **argv)
 		agent_usage(stderr);
 		return HGCLOCK_EXIT_USAGE;
 	}
+	acl.tcp = tcp;
+	acl.peer = peer;
+	acl.any_peer = any_peer;
 	devfd = hg_open_device();
 	if (devfd < 0)
 		return -devfd;
@@ -310,24 +460,14 @@ int cmd_agent(int argc, char **argv)
 		sock = accept4(lfd, (struct sockaddr *)&ss, &sl, SOCK_CLOEXEC);
 		if (sock < 0)
 			continue;
-		if (tcp) {
-			char addr[64] = "";
-
-			/* Probe replies are tiny and timed: no Nagle delay. */
-			setsockopt(sock, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-			inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, addr, sizeof(addr));
-			allowed = any_peer || (peer && !strcmp(addr, peer));
-			if (!allowed)
-				hg_err("agent: refused a connection from %s (not --peer)", addr);
-		} else {
-			unsigned int cid = ((struct sockaddr_vm *)&ss)->svm_cid;
-
-			allowed = any_peer || cid == VMADDR_CID_HOST;
-			if (!allowed)
-				hg_err("agent: refused a connection from CID %u (not the host)", cid);
-		}
+		allowed = peer_allowed(sock, &ss);
 		if (allowed) {
-			ret = serve(sock, devfd, &info, deadline);
+			ret = serve(sock, lfd, devfd, &info, deadline);
+			if (ret == 1) {
+				/* A probe channel: its thread has the socket. */
+				ret = 0;
+				continue;
+			}
 			if (ret)
 				hg_err("agent: session ended: %s", strerror(-ret));
 		}

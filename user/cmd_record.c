@@ -21,6 +21,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,6 +67,22 @@ struct guest {
 	uint64_t best_rtt_ns;		/* tightest round trip so far */
 	struct hgcor_probe pbuf[HG_PROBE_BUF];
 	size_t np;
+	uint64_t probes_dropped;	/* buffer full: the main loop fell behind */
+	uint64_t probe_timeouts;	/* replies later than the receive timeout */
+	/*
+	 * The probe channel: a connection of its own, probed by a thread in
+	 * a tight send/receive loop, so that neither ring data on the main
+	 * connection nor this process's file writes sit inside a round trip.
+	 * @lock guards pbuf, np, nr_probes, best_rtt_ns and probes_dropped
+	 * between that thread and the main loop.  -1: probes go in-band.
+	 */
+	int probe_fd;
+	pthread_t probe_thread;
+	bool probe_thread_on;
+	volatile bool probe_stop;
+	pthread_mutex_t lock;
+	const struct host_clock *hc;
+	double interval_s;
 };
 
 /* The host's clocks, now (zero-syscall where the conversion is exact). */
@@ -161,16 +178,187 @@ static int guest_parse(struct guest *g, const char *arg)
 
 static int flush_probes(struct guest *g, struct hgcor_writer *w)
 {
+	static struct hgcor_probe copy[HG_PROBE_BUF];
 	uint32_t prefix[2] = { g->id, 0 };
-	int ret;
+	size_t n;
 
-	if (!g->np)
+	/* Copied out under the lock: the probe thread never waits on a write. */
+	pthread_mutex_lock(&g->lock);
+	n = g->np;
+	memcpy(copy, g->pbuf, n * sizeof(copy[0]));
+	g->np = 0;
+	pthread_mutex_unlock(&g->lock);
+	if (!n)
 		return 0;
 	/* 1.1 sections are optional: a 1.0 reader skips them. */
-	ret = hgcor_write_section2(w, HGCOR_SEC_PROBES, HGCOR_SEC_OPTIONAL, prefix, sizeof(prefix),
-				   g->pbuf, g->np * sizeof(g->pbuf[0]));
-	g->np = 0;
-	return ret;
+	return hgcor_write_section2(w, HGCOR_SEC_PROBES, HGCOR_SEC_OPTIONAL, prefix, sizeof(prefix),
+				    copy, n * sizeof(copy[0]));
+}
+
+/* Keeps one probe; false when the buffer is full (counted, dropped). */
+static bool keep_probe(struct guest *g, const struct hgcor_probe *p)
+{
+	bool kept;
+
+	pthread_mutex_lock(&g->lock);
+	kept = g->np < HG_PROBE_BUF;
+	if (kept) {
+		g->pbuf[g->np++] = *p;
+		g->nr_probes++;
+		if (!g->best_rtt_ns || p->host_ns_recv - p->host_ns_send < g->best_rtt_ns)
+			g->best_rtt_ns = p->host_ns_recv - p->host_ns_send;
+	} else {
+		g->probes_dropped++;
+	}
+	pthread_mutex_unlock(&g->lock);
+	return kept;
+}
+
+static struct hgcor_probe make_probe(const struct hgclock_now *send, const struct hgclock_now *recv,
+				     const struct hgp_probe_reply *r)
+{
+	return (struct hgcor_probe){
+		.host_tsc_send = send->tsc, .host_ns_send = send->sched_clock_ns,
+		.host_tsc_recv = recv->tsc, .host_ns_recv = recv->sched_clock_ns,
+		.guest_tsc = r->guest_tsc, .guest_sched_ns = r->guest_sched_ns,
+		.guest_local_ns = r->guest_local_ns,
+		.host_cpu_send = (uint16_t)send->cpu, .host_cpu_recv = (uint16_t)recv->cpu,
+		.guest_cpu = (uint16_t)r->guest_cpu, .flags = (uint16_t)r->flags,
+	};
+}
+
+/*
+ * The probe thread: every interval, HG_PROBE_BURST exchanges back to
+ * back, each timed by the host's clock read right before the send and
+ * right after the reply is in.  Ends on the stop flag or a broken channel.
+ */
+static void *probe_thread_fn(void *arg)
+{
+	struct guest *g = arg;
+	const char *why = NULL;
+	uint64_t seq = 0;
+	int err = 0;
+
+	while (!g->probe_stop && !why) {
+		for (int k = 0; k < HG_PROBE_BURST && !g->probe_stop && !why; k++) {
+			struct hgp_probe p = { .seq = ++seq };
+			struct hgp_probe_reply r = { 0 };
+			struct hgclock_now send, recv_now;
+			struct hgp_header h;
+			uint8_t buf[64];
+			struct hgcor_probe sample;
+			ssize_t n;
+
+			err = host_now(g->hc, &send);
+			if (err) {
+				why = "reading the host's clock";
+				break;
+			}
+			err = hgp_send(g->probe_fd, HGP_PROBE, &p, sizeof(p));
+			if (err) {
+				why = "sending";
+				break;
+			}
+			/*
+			 * The reply to this probe; a late reply to an earlier one
+			 * (its wait timed out) is read and dropped.  Peek first:
+			 * never read more than a reply's size here.
+			 */
+			for (;;) {
+				do
+					n = recv(g->probe_fd, &h, sizeof(h), MSG_PEEK | MSG_WAITALL);
+				while (n < 0 && errno == EINTR && !g->probe_stop);
+				if (n < 0 && errno == EAGAIN) {
+					g->probe_timeouts++;
+					break;
+				}
+				if (n != sizeof(h) || h.length > sizeof(buf)) {
+					err = n < 0 ? -errno : -EPROTO;
+					why = n == 0 ? "closed by the agent" : "receiving";
+					break;
+				}
+				err = hgp_recv(g->probe_fd, &h, buf);
+				if (!err)
+					err = host_now(g->hc, &recv_now);
+				if (!err && (h.type != HGP_PROBE_REPLY || h.length != sizeof(r)))
+					err = -EPROTO;
+				if (err) {
+					why = "a bad reply";
+					break;
+				}
+				memcpy(&r, buf, sizeof(r));
+				if (r.seq == p.seq)
+					break;
+				if (r.seq > p.seq) {
+					err = -EPROTO;
+					why = "a reply to a probe not sent";
+					break;
+				}
+			}
+			if (why)
+				break;
+			if (r.seq != p.seq)
+				continue;	/* timed out: the next probe */
+			sample = make_probe(&send, &recv_now, &r);
+			keep_probe(g, &sample);
+		}
+		for (double slept = 0; slept < g->interval_s && !g->probe_stop && !why;
+		     slept += 0.01) {
+			struct timespec ts = { 0, 10000000 };
+
+			nanosleep(&ts, NULL);
+		}
+	}
+	if (why && !g->probe_stop)
+		hg_err("guest %s: probe channel: %s (%s); no more probes", g->spec, why,
+		       strerror(err < 0 ? -err : EPROTO));
+	return NULL;
+}
+
+/* A second connection to the agent, for probes only (protocol 1.1). */
+static int open_probe_channel(struct guest *g, uint8_t *buf)
+{
+	struct hgp_hello hello = { HGP_VERSION_MAJOR, HGP_VERSION_MINOR, HGP_HELLO_PROBE_CHANNEL };
+	struct timeval tv = { .tv_sec = 1 };
+	struct hgp_header h;
+	char err[300];
+	int fd, ret;
+
+	fd = hgp_connect(g->spec, err, sizeof(err));
+	if (fd < 0)
+		return fd;
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	ret = hgp_send(fd, HGP_HELLO, &hello, sizeof(hello));
+	if (!ret)
+		ret = hgp_recv(fd, &h, buf);
+	if (!ret && (h.type != HGP_HELLO_REPLY || h.length < sizeof(hello)))
+		ret = -EPROTO;
+	if (ret) {
+		close(fd);
+		return ret;
+	}
+	g->probe_fd = fd;
+	ret = -pthread_create(&g->probe_thread, NULL, probe_thread_fn, g);
+	if (ret) {
+		close(fd);
+		g->probe_fd = -1;
+		return ret;
+	}
+	g->probe_thread_on = true;
+	return 0;
+}
+
+static void close_probe_channel(struct guest *g)
+{
+	if (!g->probe_thread_on)
+		return;
+	g->probe_stop = true;
+	/* Wakes a thread blocked in recv(). */
+	shutdown(g->probe_fd, SHUT_RDWR);
+	pthread_join(g->probe_thread, NULL);
+	close(g->probe_fd);
+	g->probe_fd = -1;
+	g->probe_thread_on = false;
 }
 
 static int send_probe(struct guest *g, const struct host_clock *hc)
@@ -191,7 +379,7 @@ static int probe_reply(struct guest *g, struct hgcor_writer *w, const struct hos
 		       double interval_s)
 {
 	struct hgp_probe_reply r;
-	struct hgcor_probe *p;
+	struct hgcor_probe sample;
 	int ret = 0;
 
 	if (len != sizeof(r) || !g->probe_pending) {
@@ -205,20 +393,12 @@ static int probe_reply(struct guest *g, struct hgcor_writer *w, const struct hos
 		return -EPROTO;
 	}
 	g->probe_pending = false;
-	p = &g->pbuf[g->np++];
-	*p = (struct hgcor_probe){
-		.host_tsc_send = g->probe_send.tsc, .host_ns_send = g->probe_send.sched_clock_ns,
-		.host_tsc_recv = recv->tsc, .host_ns_recv = recv->sched_clock_ns,
-		.guest_tsc = r.guest_tsc, .guest_sched_ns = r.guest_sched_ns,
-		.guest_local_ns = r.guest_local_ns,
-		.host_cpu_send = (uint16_t)g->probe_send.cpu, .host_cpu_recv = (uint16_t)recv->cpu,
-		.guest_cpu = (uint16_t)r.guest_cpu, .flags = (uint16_t)r.flags,
-	};
-	g->nr_probes++;
-	if (recv->sched_clock_ns - g->probe_send.sched_clock_ns < g->best_rtt_ns || !g->best_rtt_ns)
-		g->best_rtt_ns = recv->sched_clock_ns - g->probe_send.sched_clock_ns;
-	if (g->np == HG_PROBE_BUF)
+	sample = make_probe(&g->probe_send, recv, &r);
+	if (!keep_probe(g, &sample)) {
 		ret = flush_probes(g, w);
+		if (!ret)
+			keep_probe(g, &sample);
+	}
 	if (!ret && g->burst_left && !g->closing) {
 		g->burst_left--;
 		ret = send_probe(g, hc);
@@ -282,6 +462,14 @@ static int guest_open(struct guest *g, struct hgcor_writer *w, uint8_t *buf)
 	if (!ret && g->vm.vm_pid <= 0)
 		fprintf(stderr, "hgclock record: guest %s: its VM process is unknown (add ,vm=PID);"
 			" probes only\n", g->spec);
+	/* Probes on a channel of their own; in-band if the agent cannot. */
+	if (!ret && g->can_probe && g->interval_s > 0) {
+		int pret = open_probe_channel(g, buf);
+
+		if (pret)
+			fprintf(stderr, "hgclock record: guest %s: no probe channel (%s); probing"
+				" in-band\n", g->spec, strerror(-pret));
+	}
 	if (!ret) {
 		g->vm.guest_id = g->id;
 		ret = hgcor_write_section(w, HGCOR_SEC_GUEST_VM, HGCOR_SEC_OPTIONAL, &g->vm,
@@ -491,11 +679,13 @@ static int write_host_batch(const struct hg_batch *b, void *ctx)
 static void record_usage(FILE *out)
 {
 	fprintf(out,
-		"usage: hgclock record -o FILE [--duration SEC] [--period MS] [--guest SPEC]...\n"
+		"usage: hgclock record -o FILE [--duration SEC] [--period MS] [--ring-size KIB]\n"
+		"                      [--guest SPEC[,vm=PID]]... [--probe-interval MS]\n"
 		"Records this host's clock data (per-CPU conversions, vCPU tracking,\n"
 		"KVM TSC offset changes) into a correlation file until SEC seconds\n"
 		"have passed or it is interrupted (Ctrl-C): the file is then complete.\n"
-		"--period sets the module's snapshot period while recording.\n"
+		"--period sets the module's snapshot period while recording; --ring-size KIB\n"
+		"grows each CPU's ring first (default 4096; not while another reader maps it).\n"
 		"--guest vsock:CID[:PORT][,vm=PID] or tcp:HOST:PORT[,vm=PID] adds a guest\n"
 		"running 'hgclock agent': its clock data joins the file, its clocks are\n"
 		"probed every --probe-interval MS (default 100, 0: never), and the\n"
@@ -512,6 +702,7 @@ int cmd_record(int argc, char **argv)
 		{ "period", required_argument, NULL, 'p' },
 		{ "guest", required_argument, NULL, 'g' },
 		{ "probe-interval", required_argument, NULL, 'i' },
+		{ "ring-size", required_argument, NULL, 'r' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -528,14 +719,14 @@ int cmd_record(int argc, char **argv)
 	/* Static: each guest holds a probe buffer; record runs once per process. */
 	static struct guest guests[HG_MAX_GUESTS];
 	struct host_clock hc;
-	uint64_t interval_ms = 100;
+	uint64_t interval_ms = 100, ring_kib = 4096;
 	double interval_s;
 	unsigned int nr_guests = 0, g;
 	uint8_t *gbuf = NULL;
 	char note[512];
 	int c, fd, ret, i;
 
-	while ((c = getopt_long(argc, argv, "o:d:p:g:i:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "o:d:p:g:i:r:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'g':
 			if (nr_guests == HG_MAX_GUESTS) {
@@ -547,7 +738,17 @@ int cmd_record(int argc, char **argv)
 			}
 			guests[nr_guests].id = nr_guests;
 			guests[nr_guests].fd = -1;
+			guests[nr_guests].probe_fd = -1;
+			pthread_mutex_init(&guests[nr_guests].lock, NULL);
 			nr_guests++;
+			break;
+		case 'r':
+			if (!parse_u64(optarg, 65536, &ring_kib) || ring_kib < 8 ||
+			    (ring_kib & (ring_kib - 1))) {
+				hg_err("--ring-size wants KiB, a power of two from 8 to 65536, not '%s'",
+				       optarg);
+				return HGCLOCK_EXIT_USAGE;
+			}
 			break;
 		case 'i':
 			if (!parse_u64(optarg, 3600 * 1000, &interval_ms)) {
@@ -592,6 +793,19 @@ int cmd_record(int argc, char **argv)
 		hg_err("GET_INFO failed: %s", strerror(-ret));
 		close(fd);
 		return ret == -EPROTO ? HGCLOCK_EXIT_ABI : HGCLOCK_EXIT_FAILURE;
+	}
+	/*
+	 * A bigger ring before mapping it: a busy host (a trace running, the
+	 * guests' vCPUs switching) fills the default one between two drains.
+	 * Only ever grown; refused while another reader has it mapped.
+	 */
+	if (info.ring_size && info.ring_size < ring_kib * 1024) {
+		memset(&cfg, 0, sizeof(cfg));
+		cfg.flags = HGCLOCK_CFG_SET_RING_SIZE;
+		cfg.ring_size = ring_kib * 1024;
+		if (hgclock_ring_config(fd, &cfg))
+			fprintf(stderr, "hgclock record: keeping the %llu KiB rings (%s)\n",
+				(unsigned long long)info.ring_size / 1024, strerror(errno));
 	}
 	ret = hg_map_consumer(fd, &map);
 	if (ret) {
@@ -647,6 +861,10 @@ int cmd_record(int argc, char **argv)
 	hc.fd = fd;
 	hc.map = &map;
 	interval_s = interval_ms / 1000.0;
+	for (g = 0; g < nr_guests; g++) {
+		guests[g].hc = &hc;
+		guests[g].interval_s = interval_s;
+	}
 	if (!ret)
 		ret = write_tracked(&w, fd, &hc);
 	for (g = 0; g < nr_guests && !ret; g++)
@@ -662,6 +880,8 @@ int cmd_record(int argc, char **argv)
 
 		/* Everything read is written before the next read. */
 		ret = hg_drain_batched(&map, &b, write_host_batch, &sink);
+		for (g = 0; g < nr_guests && !ret; g++)
+			ret = flush_probes(&guests[g], &w);
 		if (ret)
 			break;
 		if (tty && (now_s() - last_status >= 1 || last)) {
@@ -702,8 +922,8 @@ int cmd_record(int argc, char **argv)
 		for (g = 0; g < nr_guests && !ret; g++) {
 			struct guest *gs = &guests[g];
 
-			if (gs->fd < 0 || !gs->can_probe || gs->probe_pending || !interval_ms ||
-			    now_s() < gs->next_probe)
+			if (gs->fd < 0 || gs->probe_fd >= 0 || !gs->can_probe || gs->probe_pending ||
+			    !interval_ms || now_s() < gs->next_probe)
 				continue;
 			gs->burst_left = HG_PROBE_BURST - 1;
 			ret = send_probe(gs, &hc);
@@ -715,6 +935,8 @@ int cmd_record(int argc, char **argv)
 			}
 		}
 	}
+	for (g = 0; g < nr_guests; g++)
+		close_probe_channel(&guests[g]);
 	/*
 	 * Ask each guest to finish: it sends what its rings still hold, then
 	 * BYE.  What arrives is written; a guest gets 5 s.
@@ -741,9 +963,11 @@ int cmd_record(int argc, char **argv)
 		ret = flush_probes(&guests[g], &w);
 	for (g = 0; g < nr_guests; g++)
 		fprintf(stderr, "hgclock record: guest %s: %llu record batches, %llu probes"
-			" (tightest round trip %llu ns)\n", guests[g].spec,
+			" (tightest round trip %llu ns, %llu dropped, %llu timed out)\n", guests[g].spec,
 			(unsigned long long)guests[g].records, (unsigned long long)guests[g].nr_probes,
-			(unsigned long long)guests[g].best_rtt_ns);
+			(unsigned long long)guests[g].best_rtt_ns,
+			(unsigned long long)guests[g].probes_dropped,
+			(unsigned long long)guests[g].probe_timeouts);
 	if (!ret && nr_guests)
 		ret = write_segments(&w, out);
 	if (tty)
@@ -763,9 +987,11 @@ int cmd_record(int argc, char **argv)
 			(unsigned long long)w.bytes);
 	ret = ret ? HGCLOCK_EXIT_FAILURE : HGCLOCK_EXIT_OK;
 out_map:
-	for (g = 0; g < nr_guests; g++)
+	for (g = 0; g < nr_guests; g++) {
+		close_probe_channel(&guests[g]);
 		if (guests[g].fd >= 0)
 			close(guests[g].fd);
+	}
 	free(gbuf);
 	free(b.buf);
 	hgclock_map_close(&map);

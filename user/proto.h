@@ -41,10 +41,13 @@ struct hgp_header {
 	uint32_t reserved;	/* zero */
 };
 
+/* hgp_hello.flags (host's HELLO; zero in the reply) */
+#define HGP_HELLO_PROBE_CHANNEL	(1u << 0) /* 1.1: this connection carries probes only */
+
 struct hgp_hello {
 	uint16_t major;
 	uint16_t minor;
-	uint32_t reserved;
+	uint32_t flags;		/* HGP_HELLO_*; a 1.0 agent ignores them */
 };
 
 /*

@@ -66,6 +66,9 @@ uint64_t hgsync_kvm_host_tsc(uint64_t guest_tsc, uint64_t offset, uint64_t ratio
 	return (uint64_t)((((u128)scaled << frac_bits) + ratio - 1) / ratio);
 }
 
+/* Does the conversion of @tsc reach @ns? */
+#define REACHES(conv, tsc, ns) ((int64_t)(hgclock_conv_apply(conv, tsc) - (ns)) >= 0)
+
 uint64_t hgsync_conv_invert(const struct hgclock_conversion *conv, uint64_t ns)
 {
 	/* offset_ns is modulo 2^64 (often "negative"): so is the difference. */
@@ -93,12 +96,16 @@ uint64_t hgsync_conv_invert(const struct hgclock_conversion *conv, uint64_t ns)
 	hi = (uint64_t)t0 + w;
 	/* Not below the base: the delta would wrap (apply(tsc_base) < ns here). */
 	lo = d < (s128)w ? conv->tsc_base : (uint64_t)t0 - w;
-	if (hgclock_conv_apply(conv, lo) >= ns || hgclock_conv_apply(conv, hi) < ns)
+	/*
+	 * The formula is modular (offset_ns is often "negative"): compare
+	 * by signed difference, which holds within the window.
+	 */
+	if (REACHES(conv, lo, ns) || !REACHES(conv, hi, ns))
 		return (uint64_t)t0;	/* outside the formula's range */
 	while (hi - lo > 1) {
 		uint64_t mid = lo + (hi - lo) / 2;
 
-		if (hgclock_conv_apply(conv, mid) >= ns)
+		if (REACHES(conv, mid, ns))
 			hi = mid;
 		else
 			lo = mid;

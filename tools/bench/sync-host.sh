@@ -7,11 +7,14 @@ tool=$HGCLOCK_TOOL
 out=$(dirname "$HGCLOCK_GUEST_CONSOLE")
 secs=${HGCLOCK_BENCH_SECONDS:-10}
 insmod "$HGCLOCK_KO" || return 1
+tracefs=/sys/kernel/tracing
+[ -d $tracefs/instances ] || mount -t tracefs nodev $tracefs
+# The events trace-cmd will enable, enabled once before the guest starts
+# (text patching under multi-threaded TCG is the fragile moment).
+mkdir -p $tracefs/instances/hold && echo 1 >$tracefs/instances/hold/events/sched/sched_switch/enable
 guest_start || return 1
 guest_wait GUEST-WAITING 300 >/dev/null || { echo "bench: the guest never came up"; return 125; }
 sleep 1
-tracefs=/sys/kernel/tracing
-[ -d $tracefs/instances ] || mount -t tracefs nodev $tracefs
 truth=$tracefs/instances/hgclock-truth
 mkdir -p $truth && echo x86-tsc >$truth/trace_clock &&
 	echo 8192 >$truth/buffer_size_kb &&
@@ -24,11 +27,13 @@ for v in "$dbg"/vcpu*; do echo "${v##*/vcpu} $(cat "$v/tsc-offset")"; done >"$ou
 recorder=$!
 sleep 2
 rc=0
-for clock in local x86-tsc; do
+for clock in ${HGCLOCK_BENCH_CLOCKS:-local x86-tsc}; do
 	# trace-cmd picks its sync protocol from the clock (kvm for x86-tsc).
-	(cd /tmp && trace-cmd record -C $clock -e sched:sched_switch -A @3 --name guest \
-		-C $clock -e sched:sched_switch -o "$out/tc-$clock.dat" sleep "$secs") \
-		>"$out/tc-$clock.log" 2>&1 || { echo "bench: trace-cmd record ($clock) failed"; rc=1; }
+	# Options before -A are the host's, after it the guest's; -o first.
+	(cd /tmp && trace-cmd record -o "$out/tc-$clock.dat" -C $clock -e sched:sched_switch \
+		-A @3 --name guest -C $clock -e sched:sched_switch sleep "$secs") \
+		>"$out/tc-$clock.log" 2>&1 ||
+		echo "bench: trace-cmd record ($clock) failed (its figures will be missing)"
 	tail -n 3 "$out/tc-$clock.log"
 done
 kill -INT $recorder
@@ -41,4 +46,5 @@ for v in "$dbg"/vcpu*; do echo "${v##*/vcpu} $(cat "$v/tsc-offset")"; done >"$ou
 ls -la "$out"/tc-*.dat | sed 's/^/# /'
 guest_send DONE
 guest_wait "guest: done" 60 >/dev/null
+rmdir $tracefs/instances/hold 2>/dev/null
 return $rc

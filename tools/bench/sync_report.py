@@ -31,14 +31,20 @@ def conv_apply(c, tsc):
     return (c["offset_ns"] + ((d * c["mult"]) >> c["shift"])) & M64
 
 
+def reaches(c, tsc, ns):
+    """conv(tsc) >= ns, by signed difference: the formula is modular."""
+    d = (conv_apply(c, tsc) - ns) & M64
+    return d < (1 << 63)
+
+
 def conv_invert(c, ns):
     """Smallest TSC whose conversion reaches ns (binary search)."""
     lo, hi = c["tsc_base"], c["tsc_base"] + (1 << 46)
-    if conv_apply(c, lo) >= ns:
+    if reaches(c, lo, ns):
         return lo
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        if conv_apply(c, mid) >= ns:
+        if reaches(c, mid, ns):
             hi = mid
         else:
             lo = mid
@@ -110,6 +116,10 @@ def main(d, tool, scenario):
     results = {}
     for clock, tc_method in (("local", "ptp"), ("x86-tsc", "kvm")):
         gfile = d + "/tc-%s-guest.dat" % clock
+        import os
+        if not os.path.exists(gfile) or not os.path.getsize(gfile):
+            print("# %s: trace-cmd recorded no guest data (its run failed)" % clock)
+            continue
         try:
             raw, conv = events(gfile, True), events(gfile, False)
         except SystemExit as e:
