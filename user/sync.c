@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -229,6 +230,35 @@ int hgsync_fit(struct hgsync_obs *obs, size_t n, struct hgcor_segment *seg)
 			bound = e;
 	}
 	seg->bound_ns = bound + 1;
+
+	/*
+	 * Tighter, from every observation: with the rate fixed, each one
+	 * says the true intercept lies in [lo - f(x), hi - f(x)], f the fit
+	 * without its intercept.  All of them hold at once, so the intercept
+	 * lies in their intersection: from below by the probe whose request
+	 * went fastest, from above by the one whose reply did, whichever
+	 * probes those were.  Its middle is the estimate, half its width the
+	 * bound.  An empty intersection means the line does not fit every
+	 * bracket (a rate off, a clock stepped): the estimate above stands.
+	 */
+	{
+		int64_t low = INT64_MIN, high = INT64_MAX;
+
+		for (i = 0; i < n; i++) {
+			uint64_t y = hgsync_probe_apply(seg, obs[i].x);
+			int64_t l = (int64_t)(obs[i].lo - y), h = (int64_t)(obs[i].hi - y);
+
+			if (l > low)
+				low = l;
+			if (h < high)
+				high = h;
+		}
+		if (low <= high) {
+			seg->ref_host += (uint64_t)(low + (high - low) / 2);
+			seg->bound_ns = (uint64_t)(high - low) / 2 + 2;
+			seg->nr_samples = (uint32_t)n;
+		}
+	}
 	return 0;
 }
 

@@ -382,7 +382,7 @@ TEST(fit_drift_with_tight_samples)
 		ASSERT_LE(obs[i - 1].x, obs[i].x);	/* sorted on return */
 	EXPECT_EQ(HGCOR_METHOD_PROBE, seg.method);
 	EXPECT_LE(2, seg.nr_samples);
-	EXPECT_GE(32, seg.nr_samples);
+	EXPECT_GE(1000, seg.nr_samples);	/* all, when the intersection holds */
 	err = fit_max_error(&seg);
 	EXPECT_LE(err, seg.bound_ns) TH_LOG("error %llu bound %llu", (unsigned long long)err,
 					    (unsigned long long)seg.bound_ns);

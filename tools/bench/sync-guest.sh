@@ -16,8 +16,25 @@ tcagent=$!
 for cpu in 0 1; do
 	taskset -c $cpu sh -c 'while :; do sleep 0.02; done' &
 done
+# Markers all along (hgclock mark: readings, each followed by a CPUID exit
+# the host traces): ground truth for x86-tsc even while KVM moves the
+# offsets, anchored at each marker's exit.
+(
+	seq=0
+	while [ ! -e /tmp/stop-marks ]; do
+		for cpu in 0 1; do
+			taskset -c $cpu hgclock mark --json --count 5 --interval 50 --first $seq |
+				sed 's/^/MARK /'
+			seq=$(((seq + 5) % 60000))
+		done
+		sleep 0.2
+	done
+) &
+marker=$!
 echo "GUEST-WAITING"
 host_wait DONE || exit 1
+touch /tmp/stop-marks
+wait $marker
 kill $agent $tcagent 2>/dev/null
 wait $agent
 sed 's/^/guest: agent: /' /tmp/agent.log

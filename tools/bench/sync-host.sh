@@ -11,7 +11,9 @@ tracefs=/sys/kernel/tracing
 [ -d $tracefs/instances ] || mount -t tracefs nodev $tracefs
 # The events trace-cmd will enable, enabled once before the guest starts
 # (text patching under multi-threaded TCG is the fragile moment).
-mkdir -p $tracefs/instances/hold && echo 1 >$tracefs/instances/hold/events/sched/sched_switch/enable
+mkdir -p $tracefs/instances/hold && echo 1 >$tracefs/instances/hold/events/sched/sched_switch/enable &&
+	echo 1 >$tracefs/instances/hold/events/kvm/kvm_cpuid/enable &&
+	echo 1 >$tracefs/instances/hold/events/kvm/kvm_write_tsc_offset/enable
 guest_start || return 1
 guest_wait GUEST-WAITING 300 >/dev/null || { echo "bench: the guest never came up"; return 125; }
 sleep 1
@@ -19,6 +21,7 @@ truth=$tracefs/instances/hgclock-truth
 mkdir -p $truth && echo x86-tsc >$truth/trace_clock &&
 	echo 8192 >$truth/buffer_size_kb &&
 	echo 1 >$truth/events/kvm/kvm_write_tsc_offset/enable &&
+	echo 1 >$truth/events/kvm/kvm_cpuid/enable &&
 	echo 1 >$truth/tracing_on || { echo "bench: cannot trace kvm_write_tsc_offset"; return 1; }
 dbg=$(guest_debugfs)
 for v in "$dbg"/vcpu*; do echo "${v##*/vcpu} $(cat "$v/tsc-offset")"; done >"$out/offsets-start"
@@ -46,5 +49,6 @@ for v in "$dbg"/vcpu*; do echo "${v##*/vcpu} $(cat "$v/tsc-offset")"; done >"$ou
 ls -la "$out"/tc-*.dat | sed 's/^/# /'
 guest_send DONE
 guest_wait "guest: done" 60 >/dev/null
+grep -a -o 'MARK {[^}]*}' "$HGCLOCK_GUEST_CONSOLE" | sed 's/^MARK //' >"$out/marks.jsonl"
 rmdir $tracefs/instances/hold 2>/dev/null
 return $rc

@@ -10,6 +10,7 @@ conversion and the host's cyc2ns for the local clock.
 
 usage: sync_report.py DIR HGCLOCK SCENARIO   (prints BENCH lines)"""
 import json
+import os
 import re
 import subprocess
 import sys
@@ -111,12 +112,45 @@ def main(d, tool, scenario):
         h = truth_tsc(vcpu, conv_invert(snaps[-1], gns))
         return None if h is None else host_ns(h)
 
+    # hgclock mark's markers: each reading is followed by a CPUID exit on
+    # the host's TSC, and the offset in force is the last one KVM wrote for
+    # that vCPU before the exit.
+    exits = {}
+    for l in open(d + "/truth.txt", errors="replace"):
+        m = re.search(r"\s(\d+):\s+kvm_cpuid:\s+func 48434d4b,? idx ([0-9a-f]+)", l)
+        if m:
+            exits.setdefault(int(m.group(2), 16), int(m.group(1)))
+    marks = []
+    if os.path.exists(d + "/marks.jsonl"):
+        marks = [json.loads(l) for l in open(d + "/marks.jsonl") if l.strip()]
+
+    def offset_before(vcpu, ts):
+        best = None
+        for t, o in offs.get(vcpu, []):
+            if t <= ts:
+                best = o
+        return best
+
+    mk = [(m, (m["tsc"] - offset_before(m["cpu"], exits[m["seq"]])) & M64)
+          for m in marks if m["seq"] in exits and offset_before(m["cpu"], exits[m["seq"]]) is not None]
+    if mk:
+        inp = "".join("%d %d\n" % (m["cpu"], m["tsc"]) for m, _ in mk)
+        for method in ("auto", "probe"):
+            res = [json.loads(l) for l in run(tool, "convert", "--json", "--clock", "x86-tsc", "--method",
+                                              method, d + "/bench.hgc", inp=inp).splitlines()]
+            e = sorted(abs(x["host_value"] - t) * 1e6 / khz for x, (_, t) in zip(res, mk) if "host_value" in x)
+            if e:
+                tag = "sync.%s.x86-tsc.markers.hgclock-%s" % (scenario, method)
+                print("BENCH %s.median_error %.0f ns" % (tag, e[len(e) // 2]))
+                print("BENCH %s.max_error %.0f ns" % (tag, e[-1]))
+                print("BENCH %s.events %d count" % (tag, len(e)))
+        lat = sorted((exits[m["seq"]] - t) * 1e6 / khz for m, t in mk)
+        print("BENCH sync.%s.marker_exit_latency.median %.0f ns" % (scenario, lat[len(lat) // 2]))
     print("# sync scenario %s: %d offset changes seen by KVM's trace" %
           (scenario, sum(len(v) - 1 for v in offs.values())))
     results = {}
     for clock, tc_method in (("local", "ptp"), ("x86-tsc", "kvm")):
         gfile = d + "/tc-%s-guest.dat" % clock
-        import os
         if not os.path.exists(gfile) or not os.path.getsize(gfile):
             print("# %s: trace-cmd recorded no guest data (its run failed)" % clock)
             continue
