@@ -199,22 +199,23 @@ def sync(tool, hgc, dump_jsonl, marks_jsonl, ftrace_txt, offsets1, offsets2, out
                 best = r
         return conv_apply(best, tsc)
 
-    def offset_at(vcpu, host_tsc):
-        """The offset KVM last wrote for vcpu before host_tsc; else debugfs."""
-        best = None
-        for ts, off in ftrace_offs.get(vcpu, []):
-            if ts <= host_tsc:
-                best = off
-        return best
+    def truth_tsc(vcpu, gtsc, exit_ts):
+        """The host TSC of a reading taken before its exit: the latest
+        offset KVM wrote before the exit whose span holds the reading (KVM
+        may re-base the vCPU between the two); else debugfs."""
+        for ts, off in reversed([x for x in ftrace_offs.get(vcpu, []) if x[0] <= exit_ts]):
+            h = (gtsc - off) & M64
+            if h >= ts:
+                return h
+        return None
 
-    # Truth per marker: the offset in force when its exit reached the host.
+    # Truth per marker, anchored at its exit.
     truth = []
     for m in marks:
         p = exits.get(m["seq"])
-        off = offset_at(m["cpu"], p) if p is not None else None
-        if off is None:
-            off = (dbg1 if m["seq"] < 1000 else dbg2)[m["cpu"]]
-        htsc = (m["tsc"] - off) & M64
+        htsc = truth_tsc(m["cpu"], m["tsc"], p) if p is not None else None
+        if htsc is None:
+            htsc = (m["tsc"] - (dbg1 if m["seq"] < 1000 else dbg2)[m["cpu"]]) & M64
         truth.append((m, p, htsc, host_ns(htsc)))
     res["truth_from_kvm_trace"] = sum(1 for m in marks if m["seq"] in exits and ftrace_offs.get(m["cpu"]))
     # debugfs, read after the recording's TSC write, shows one of the

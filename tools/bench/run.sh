@@ -6,6 +6,8 @@
 #
 #   HGCLOCK_KERNELS   kernel series (default "6.1 6.12")
 #   HGCLOCK_VM_ACCEL  tcg (default) or kvm
+#   HGCLOCK_BENCH_SYNC 0 skips the host/guest synchronization benchmark
+#                     (tools/bench/sync.sh: nested KVM, several minutes)
 set -u -o pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$top"
@@ -35,4 +37,8 @@ for series in ${HGCLOCK_KERNELS:-6.1 6.12}; do
 		tools/bench/tracking.sh '$build' '$ko' '$series' || rc=1
 		exit \$rc" || status=1
 done
+if [ "${HGCLOCK_BENCH_SYNC:-1}" != 0 ]; then
+	echo "== host/guest synchronization against trace-cmd (tools/bench/sync.sh)"
+	tools/bench/sync.sh || status=1
+fi
 exit $status

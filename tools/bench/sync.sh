@@ -43,6 +43,15 @@ for scenario in ${HGCLOCK_SYNC_SCENARIOS:-steady moving}; do
 		tools/vm/nested --kernel "$kver" --append "$append" --timeout 1200 "${files[@]}" \
 			--env HGCLOCK_BENCH_SECONDS="${HGCLOCK_BENCH_SECONDS:-10}" -- \
 			tools/bench/sync-host.sh tools/bench/sync-guest.sh >"$log" 2>&1 && { ok=1; break; }
+		# The nested guest does not always survive trace-cmd's sessions
+		# (an emulator fault in it): what was recorded until then is
+		# still measured, if hgclock's file is complete.
+		if "$build/user/hgclock" dump --summary "$build/nested/bench.hgc" >/dev/null 2>&1 &&
+		   [ -s "$build/nested/truth.txt" ]; then
+			echo "bench: the run ended early (see $log); measuring what it recorded" >&2
+			ok=1
+			break
+		fi
 		# QEMU's multi-threaded TCG now and then runs stale code after
 		# the host VM patches its text (see tools/vm/run): retry that.
 		grep -q -e 'Oops: int3' -e 'VM died while' -e 'qemu had exited by itself' "$log" || break

@@ -124,15 +124,23 @@ def main(d, tool, scenario):
     if os.path.exists(d + "/marks.jsonl"):
         marks = [json.loads(l) for l in open(d + "/marks.jsonl") if l.strip()]
 
-    def offset_before(vcpu, ts):
-        best = None
-        for t, o in offs.get(vcpu, []):
-            if t <= ts:
-                best = o
-        return best
+    def truth_at_exit(vcpu, gtsc, exit_ts):
+        """The host TSC of a reading taken before an exit at exit_ts: the
+        latest offset KVM wrote before the exit whose span holds the
+        reading (KVM may re-base the vCPU between a reading and its exit,
+        when the host preempts it there)."""
+        for t, o in reversed([x for x in offs.get(vcpu, []) if x[0] <= exit_ts]):
+            h = (gtsc - o) & M64
+            if h >= t:
+                return h
+        return None
 
-    mk = [(m, (m["tsc"] - offset_before(m["cpu"], exits[m["seq"]])) & M64)
-          for m in marks if m["seq"] in exits and offset_before(m["cpu"], exits[m["seq"]]) is not None]
+    # Only markers inside the recording: after its last host record the
+    # file knows no offsets (the guest keeps marking until told to stop).
+    rec_end = max((r["tsc"] for r in recs if r.get("from") == "host" and "tsc" in r), default=0)
+    mk = [(m, truth_at_exit(m["cpu"], m["tsc"], exits[m["seq"]])) for m in marks
+          if m["seq"] in exits and exits[m["seq"]] <= rec_end]
+    mk = [(m, t) for m, t in mk if t is not None]
     if mk:
         inp = "".join("%d %d\n" % (m["cpu"], m["tsc"]) for m, _ in mk)
         for method in ("auto", "probe"):
