@@ -677,9 +677,16 @@ static bool is_break(const struct hgsync_obs *a, const struct hgsync_obs *b)
 	return diff > slack;
 }
 
-/* Probe segments for one clock of one vCPU (-1: all) from @obs. */
+/*
+ * Probe segments for one clock of one vCPU from @obs, all taken in the
+ * host TSC span [host_start, host_end) (an epoch: between two changes of
+ * the vCPU's TSC offset, when they are known).  The first piece of the
+ * first epoch reaches back to 0, the last piece of every epoch forward to
+ * UINT64_MAX: where spans overlap, the latest epoch wins (find_seg()).
+ */
 static int probe_segments(struct hgsync_guest *g, uint32_t clock, int vcpu,
-			  struct hgsync_obs *obs, size_t n, uint32_t tsc_khz)
+			  struct hgsync_obs *obs, size_t n, uint32_t tsc_khz,
+			  uint64_t host_start, uint64_t host_end, bool first_epoch)
 {
 	size_t start = 0, i;
 
@@ -687,16 +694,15 @@ static int probe_segments(struct hgsync_guest *g, uint32_t clock, int vcpu,
 		return 0;
 	qsort(obs, n, sizeof(*obs), cmp_obs_x);
 	for (i = 1; i <= n; i++) {
-		/* The guest span is what applies; the host span is left open. */
 		struct hgcor_segment seg = {
 			.guest_id = g->id, .vcpu_id = vcpu, .clock = clock,
-			.host_tsc_end = UINT64_MAX,
+			.host_tsc_start = host_start, .host_tsc_end = host_end,
 		};
 
 		if (i < n && !is_break(&obs[i - 1], &obs[i]))
 			continue;
 		/* obs[start, i) is one piece. */
-		seg.guest_start = start ? obs[start].x : 0;
+		seg.guest_start = start || !first_epoch ? obs[start].x : 0;
 		seg.guest_end = i < n ? obs[i].x : UINT64_MAX;
 		if (i - start >= 2 && !hgsync_fit(obs + start, i - start, &seg)) {
 			/* A bound in TSC counts is turned into ns. */
@@ -710,10 +716,75 @@ static int probe_segments(struct hgsync_guest *g, uint32_t clock, int vcpu,
 	return 0;
 }
 
+/* Host TSCs of the changes of @vcpu's TSC offset (sorted), or none. */
+static size_t offset_changes(const struct hgsync *s, const struct hgsync_guest *g, int vcpu,
+			     const struct hgsync_offset **first)
+{
+	for (size_t i = 0; i < s->nr_vcpus && g->vm.vm_pid > 0; i++) {
+		const struct hgsync_vcpu *v = &s->vcpus[i];
+
+		if (v->vm_pid == g->vm.vm_pid && v->vcpu_id == vcpu) {
+			*first = v->off;
+			return v->nr_off;
+		}
+	}
+	*first = NULL;
+	return 0;
+}
+
+/*
+ * One clock of one vCPU, fitted per epoch: a change of the vCPU's TSC
+ * offset moves its TSC, and may step its kvm-clock (a guest TSC write:
+ * KVM rewrites the vCPU's kvm-clock page only later), so no line is
+ * fitted across one.  For sched_clock only when changes are rare next to
+ * the probes: KVM re-basing an unstable host's TSC changes offsets at
+ * every vCPU load, and keeps kvm-clock continuous across them.
+ */
+static int probe_epochs(const struct hgsync *s, struct hgsync_guest *g, uint32_t clock,
+			unsigned int cpu, struct hgsync_obs *obs)
+{
+	const struct hgsync_offset *off;
+	size_t nc = offset_changes(s, g, (int)cpu, &off), nprobes = 0, e, i, n;
+	uint32_t khz = clock == HGCOR_CLOCK_TSC ? s->host_info.tsc_khz : 0;
+	int ret = 0;
+
+	for (i = 0; i < g->nr_probes; i++)
+		nprobes += g->probes[i].guest_cpu == cpu;
+	/* Epoch boundaries: the changes (entries from TSC_OFFSET records). */
+	if (clock == HGCOR_CLOCK_SCHED && nc * 4 > nprobes)
+		nc = 0;
+	for (e = 0; e <= nc && !ret; e++) {
+		uint64_t lo = 0, hi = UINT64_MAX;
+		size_t k;
+
+		/* Skip entries that are not changes (discovery): no boundary. */
+		if (e < nc && !off[e].is_change)
+			continue;
+		for (k = e; k-- > 0;)
+			if (off[k].is_change) {
+				lo = off[k].host_tsc;
+				break;
+			}
+		if (e < nc)
+			hi = off[e].host_tsc;
+		for (i = n = 0; i < g->nr_probes; i++) {
+			const struct hgcor_probe *p = &g->probes[i];
+
+			if (p->guest_cpu != cpu || p->host_tsc_send < lo || p->host_tsc_send >= hi)
+				continue;
+			obs[n++] = clock == HGCOR_CLOCK_TSC ?
+				(struct hgsync_obs){ p->guest_tsc, p->host_tsc_send, p->host_tsc_recv } :
+				(struct hgsync_obs){ p->guest_sched_ns, p->host_ns_send, p->host_ns_recv };
+		}
+		ret = probe_segments(g, clock, (int)cpu, obs, n, khz, lo, hi, lo == 0);
+	}
+	return ret;
+}
+
 static int guest_build(struct hgsync *s, struct hgsync_guest *g)
 {
 	struct hgsync_obs *obs;
-	size_t n, i;
+	size_t i;
 	int ret = 0;
 
 	g->nr_segs = 0;
@@ -763,27 +834,13 @@ static int guest_build(struct hgsync *s, struct hgsync_guest *g)
 	for (unsigned int cpu = 0; cpu < 1024 && !ret; cpu++) {
 		bool any = false;
 
-		for (i = n = 0; i < g->nr_probes; i++) {
-			if (g->probes[i].guest_cpu != cpu)
-				continue;
-			any = true;
-			obs[n++] = (struct hgsync_obs){ g->probes[i].guest_sched_ns,
-							g->probes[i].host_ns_send,
-							g->probes[i].host_ns_recv };
-		}
+		for (i = 0; i < g->nr_probes && !any; i++)
+			any = g->probes[i].guest_cpu == cpu;
 		if (!any && cpu >= g->nr_cpus)
 			break;
-		ret = probe_segments(g, HGCOR_CLOCK_SCHED, (int)cpu, obs, n, 0);
-		for (i = n = 0; i < g->nr_probes && !ret; i++) {
-			if (g->probes[i].guest_cpu != cpu)
-				continue;
-			obs[n++] = (struct hgsync_obs){ g->probes[i].guest_tsc,
-							g->probes[i].host_tsc_send,
-							g->probes[i].host_tsc_recv };
-		}
+		ret = probe_epochs(s, g, HGCOR_CLOCK_SCHED, cpu, obs);
 		if (!ret)
-			ret = probe_segments(g, HGCOR_CLOCK_TSC, (int)cpu, obs, n,
-					     s->host_info.tsc_khz);
+			ret = probe_epochs(s, g, HGCOR_CLOCK_TSC, cpu, obs);
 	}
 	free(obs);
 	qsort(g->segs, g->nr_segs, sizeof(*g->segs), cmp_seg);

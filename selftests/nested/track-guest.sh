@@ -27,7 +27,7 @@ marks() {
 }
 
 host_wait WRITE-TSC || exit 1
-write_tsc 0 2000000 || exit 1
+write_tsc 0 400000 || exit 1
 echo "TSC-WRITTEN"
 
 # Pairing, while the host records with this agent: markers, a TSC write
@@ -36,7 +36,7 @@ host_wait MARKS-1 || exit 1
 marks 0
 echo "MARKS-1-DONE"
 host_wait WRITE-TSC-2 || exit 1
-write_tsc 0 3000000 || exit 1
+write_tsc 0 600000 || exit 1
 echo "TSC-2-WRITTEN"
 host_wait MARKS-2 || exit 1
 marks 1000
