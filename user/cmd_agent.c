@@ -136,14 +136,8 @@ static void *probe_channel_thread(void *arg)
 	setsockopt(pc->sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	ret = hgp_send(pc->sock, HGP_HELLO_REPLY, reply, sizeof(reply));
 	while (!ret) {
-		struct hgp_header peek;
-
 		/* Only probes here: anything else, or anything big, ends it. */
-		ret = recv(pc->sock, &peek, sizeof(peek), MSG_PEEK | MSG_WAITALL) == sizeof(peek) ?
-			0 : -ECONNRESET;
-		if (ret || peek.length > sizeof(in))
-			break;
-		ret = hgp_recv(pc->sock, &h, in);
+		ret = hgp_recv_max(pc->sock, &h, in, sizeof(in));
 		if (ret || h.type != HGP_PROBE)
 			break;
 		ret = answer_probe(pc->sock, pc->devfd, mapped ? &map : NULL, in, h.length);
@@ -182,27 +176,37 @@ static int start_probe_channel(int sock, int devfd, const struct hgclock_info *i
  * A connection arriving during a session: a probe channel for it gets its
  * thread; anything else is told the agent is busy.
  */
+/*
+ * The host's HELLO, waiting @timeout_s at most.  0, -EPROTO for anything
+ * else (a longer payload is not read), or -errno.
+ */
+static int recv_hello(int sock, int timeout_s, struct hgp_hello *hello)
+{
+	struct timeval tv = { .tv_sec = timeout_s };
+	struct hgp_header h;
+	uint8_t in[64];
+	int ret;
+
+	setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	ret = hgp_recv_max(sock, &h, in, sizeof(in));
+	if (ret == -EMSGSIZE || (!ret && (h.type != HGP_HELLO || h.length < sizeof(*hello))))
+		ret = -EPROTO;
+	if (!ret)
+		memcpy(hello, in, sizeof(*hello));
+	return ret;
+}
+
 static void accept_during_session(int lfd, int devfd, const struct hgclock_info *info)
 {
 	struct sockaddr_storage ss;
 	socklen_t sl = sizeof(ss);
-	struct timeval tv = { .tv_sec = 2 };
-	struct hgp_header h;
 	struct hgp_hello hello;
-	uint8_t in[64];
 	int sock = accept4(lfd, (struct sockaddr *)&ss, &sl, SOCK_CLOEXEC);
 
 	if (sock < 0)
 		return;
-	if (!peer_allowed(sock, &ss))
+	if (!peer_allowed(sock, &ss) || recv_hello(sock, 2, &hello))
 		goto close;
-	setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	/* A HELLO is 24 bytes: anything longer is not one. */
-	if (recv(sock, &h, sizeof(h), MSG_PEEK | MSG_WAITALL) != sizeof(h) ||
-	    h.length > sizeof(in) || hgp_recv(sock, &h, in) || h.type != HGP_HELLO ||
-	    h.length < sizeof(hello))
-		goto close;
-	memcpy(&hello, in, sizeof(hello));
 	if (hello.major == HGP_VERSION_MAJOR && (hello.flags & HGP_HELLO_PROBE_CHANNEL) &&
 	    !start_probe_channel(sock, devfd, info))
 		return;
@@ -224,7 +228,6 @@ static int serve(int sock, int lfd, int devfd, const struct hgclock_info *info, 
 	struct hg_batch b = { .max = HGP_MAX_PAYLOAD };
 	uint8_t *in;
 	char msg[160];
-	struct timeval tv = { .tv_sec = 10 };
 	int ret;
 
 	in = malloc(HGP_MAX_PAYLOAD);
@@ -234,14 +237,12 @@ static int serve(int sock, int lfd, int devfd, const struct hgclock_info *info, 
 		free(b.buf);
 		return -ENOMEM;
 	}
-	setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	ret = hgp_recv(sock, &h, in);
-	if (ret || h.type != HGP_HELLO || h.length < sizeof(hello)) {
-		hg_err("agent: no valid HELLO from the host (%s)", ret ? strerror(-ret) : "protocol");
-		ret = ret ? ret : -EPROTO;
+	ret = recv_hello(sock, 10, &hello);
+	if (ret) {
+		hg_err("agent: no valid HELLO from the host (%s)",
+		       ret == -EPROTO ? "protocol" : strerror(-ret));
 		goto out;
 	}
-	memcpy(&hello, in, sizeof(hello));
 	if (hello.major != HGP_VERSION_MAJOR) {
 		snprintf(msg, sizeof(msg), "protocol version mismatch: host speaks %u.%u, "
 			 "this agent %u.%u", hello.major, hello.minor,

@@ -261,8 +261,8 @@ static void *probe_thread_fn(void *arg)
 			}
 			/*
 			 * The reply to this probe; a late reply to an earlier one
-			 * (its wait timed out) is read and dropped.  Peek first:
-			 * never read more than a reply's size here.
+			 * (its wait timed out) is read and dropped.  The header is
+			 * peeked first: a receive timeout then consumes nothing.
 			 */
 			for (;;) {
 				do
@@ -272,12 +272,12 @@ static void *probe_thread_fn(void *arg)
 					g->probe_timeouts++;
 					break;
 				}
-				if (n != sizeof(h) || h.length > sizeof(buf)) {
+				if (n != sizeof(h)) {
 					err = n < 0 ? -errno : -EPROTO;
 					why = n == 0 ? "closed by the agent" : "receiving";
 					break;
 				}
-				err = hgp_recv(g->probe_fd, &h, buf);
+				err = hgp_recv_max(g->probe_fd, &h, buf, sizeof(buf));
 				if (!err)
 					err = host_now(g->hc, &recv_now);
 				if (!err && (h.type != HGP_PROBE_REPLY || h.length != sizeof(r)))

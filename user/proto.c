@@ -88,7 +88,7 @@ int hgp_check_header(const struct hgp_header *h)
 	return 0;
 }
 
-int hgp_recv(int fd, struct hgp_header *hdr, void *buf)
+int hgp_recv_max(int fd, struct hgp_header *hdr, void *buf, uint32_t cap)
 {
 	int ret = read_all(fd, hdr, sizeof(*hdr));
 
@@ -97,7 +97,14 @@ int hgp_recv(int fd, struct hgp_header *hdr, void *buf)
 	ret = hgp_check_header(hdr);
 	if (ret)
 		return ret;
+	if (hdr->length > cap)
+		return -EMSGSIZE;
 	return hdr->length ? read_all(fd, buf, hdr->length) : 0;
+}
+
+int hgp_recv(int fd, struct hgp_header *hdr, void *buf)
+{
+	return hgp_recv_max(fd, hdr, buf, HGP_MAX_PAYLOAD);
 }
 
 int hgp_connect(const char *spec, char *err, size_t errlen)

@@ -81,6 +81,11 @@ int hgp_send(int fd, uint16_t type, const void *payload, uint32_t len);
  * flags, reserved or length), -ECONNRESET when the peer closed.
  */
 int hgp_recv(int fd, struct hgp_header *hdr, void *buf);
+/*
+ * The same into a buffer of @cap bytes: a longer payload is not read and
+ * gives -EMSGSIZE (the header is consumed; end the connection then).
+ */
+int hgp_recv_max(int fd, struct hgp_header *hdr, void *buf, uint32_t cap);
 /* Validates a header alone (pure; unit tested). */
 int hgp_check_header(const struct hgp_header *hdr);
 
