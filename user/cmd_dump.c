@@ -5,15 +5,11 @@
  * where reading stopped and exit status 6; what came before is printed.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "cmd.h"
 #include "corr.h"
@@ -160,9 +156,9 @@ int cmd_dump(int argc, char **argv)
 	struct dump_ctx ctx = { 0 };
 	struct hgcor_reader r;
 	struct hgcor_view v;
-	struct stat st;
-	void *buf = NULL;
-	int c, fd, ret;
+	const void *buf;
+	size_t len;
+	int c, ret;
 
 	while ((c = getopt_long(argc, argv, "jsh", opts, NULL)) != -1) {
 		switch (c) {
@@ -184,30 +180,17 @@ int cmd_dump(int argc, char **argv)
 		dump_usage(stderr);
 		return HGCLOCK_EXIT_USAGE;
 	}
-	fd = open(argv[optind], O_RDONLY | O_CLOEXEC);
-	if (fd < 0 || fstat(fd, &st)) {
-		hg_err("%s: %s", argv[optind], strerror(errno));
-		return HGCLOCK_EXIT_FAILURE;
-	}
-	if (st.st_size > 0) {
-		buf = mmap(NULL, st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-		if (buf == MAP_FAILED) {
-			hg_err("%s: %s", argv[optind], strerror(errno));
-			close(fd);
-			return HGCLOCK_EXIT_FAILURE;
-		}
-	}
-	close(fd);
-
-	ret = hgcor_open(&r, buf ? buf : "", st.st_size);
+	ret = hg_map_file(argv[optind], &buf, &len);
+	if (ret)
+		return ret;
+	ret = hgcor_open(&r, buf, len);
 	if (ret) {
 		hg_err("%s: %s", argv[optind], hgcor_strerror(ret));
 		goto out;
 	}
 	if (!ctx.json)
-		printf("%s: hgclock correlation file, format %u.%u, %lld bytes\n",
-		       argv[optind], r.hdr.version_major, r.hdr.version_minor,
-		       (long long)st.st_size);
+		printf("%s: hgclock correlation file, format %u.%u, %zu bytes\n",
+		       argv[optind], r.hdr.version_major, r.hdr.version_minor, len);
 	while ((ret = hgcor_next(&r, &v)) > 0) {
 		uint64_t before = ctx.nr_records;
 
@@ -292,7 +275,6 @@ int cmd_dump(int argc, char **argv)
 		       r.nr_sections, ctx.nr_records);
 	}
 out:
-	if (buf)
-		munmap(buf, st.st_size);
+	hg_unmap_file(buf, len);
 	return ret < 0 ? HGCLOCK_EXIT_BAD_INPUT : HGCLOCK_EXIT_OK;
 }
