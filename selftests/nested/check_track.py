@@ -4,6 +4,7 @@
 recorded and lists with what qemu, KVM's debugfs and the test did.
 Each sub-command exits 0 when its check holds, 1 with a reason if not."""
 import json
+import os
 import sys
 
 
@@ -119,22 +120,14 @@ def pairing(dump_jsonl):
     print("# %d guest snapshots (exact kvm-clock), %d host snapshots" % (len(guest), len(host)))
 
 
-M64 = (1 << 64) - 1
-
-
-def conv_apply(c, tsc):
-    """struct hgclock_conversion's formula (uapi/linux/hgclock.h)."""
-    d = (tsc - c["tsc_base"]) & M64
-    if c["pre_shift"] >= 0:
-        d = (d << c["pre_shift"]) & M64
-    else:
-        d >>= -c["pre_shift"]
-    return (c["offset_ns"] + ((d * c["mult"]) >> c["shift"])) & M64
+# Ground truth shared with tools/bench/sync_report.py.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
+from kvmtruth import M64, host_ns_fn, host_tsc_before_exit, load_debugfs_offsets, \
+    parse_kvm_trace  # noqa: E402
 
 
 # HGCLOCK_RECOMPUTE=1: ignore the mapping stored in the file (re-checking
 # an old recording with a newer hgclock).
-import os
 RECOMPUTE = ["--recompute"] if os.environ.get("HGCLOCK_RECOMPUTE") else []
 
 
@@ -149,27 +142,6 @@ def convert(tool, hgc, clock, pairs, method="auto"):
     return [json.loads(l) for l in out.stdout.splitlines() if l.strip()]
 
 
-def parse_ftrace(path):
-    """hgclock mark's CPUID exits (kvm_cpuid, leaf 0x48434d4b, subleaf the
-    marker's number) and kvm_write_tsc_offset changes, x86-tsc stamps."""
-    import re
-    exits, offs = {}, {}
-    ev = re.compile(r"\s(\d+):\s+(kvm_cpuid|kvm_write_tsc_offset):\s+(.*)$")
-    for line in open(path, errors="replace"):
-        m = ev.search(line)
-        if not m:
-            continue
-        ts, name, rest = int(m.group(1)), m.group(2), m.group(3)
-        if name == "kvm_cpuid":
-            v = re.search(r"func 48434d4b,? idx ([0-9a-f]+)", rest)
-            if v:
-                exits.setdefault(int(v.group(1), 16), ts)
-        else:
-            f = dict(kv.split("=") for kv in rest.split() if "=" in kv)
-            offs.setdefault(int(f["vcpu"]), []).append((ts, int(f["next"])))
-    return exits, offs
-
-
 def sync(tool, hgc, dump_jsonl, marks_jsonl, ftrace_txt, offsets1, offsets2, out_json):
     """Every guest marker through the file's mapping, against ground truth:
     the guest TSC minus the vCPU's TSC offset in force (KVM's own
@@ -177,43 +149,23 @@ def sync(tool, hgc, dump_jsonl, marks_jsonl, ftrace_txt, offsets1, offsets2, out
     kvm_cpuid event for the marker (the exit it caused, after the reading)."""
     recs = load_records(dump_jsonl)
     marks = load_records(marks_jsonl)
-    exits, ftrace_offs = parse_ftrace(ftrace_txt)
-    # debugfs prints tsc-offset signed; the records hold it modulo 2^64.
-    def offsets(path):
-        fields = [l.split() for l in open(path)]
-        return {int(f[0]): int(f[1]) & M64 for f in fields if len(f) == 2}
-    dbg1, dbg2 = offsets(offsets1), offsets(offsets2)
+    exits, ftrace_offs, _ = parse_kvm_trace(ftrace_txt)
+    dbg1, dbg2 = load_debugfs_offsets(offsets1), load_debugfs_offsets(offsets2)
     if 0 not in dbg1 or 0 not in dbg2:
         fail("no debugfs tsc-offset of vCPU 0 (the guest is gone?)")
     khz = next(r["tsc_khz"] for r in recs if r.get("section") == "host_info")
-    hconv = sorted((r["tsc"], r) for r in recs if r.get("from") == "host" and r.get("type") == "cyc2ns")
+    host_ns = host_ns_fn(recs)
     segs = [r for r in recs if r.get("section") == "segment"]
     res = {"marks": len(marks), "exit_events": len(exits)}
-    if not marks or not hconv:
+    if not marks or not host_ns:
         fail("no markers (%d) or no host conversions" % len(marks))
 
-    def host_ns(tsc):
-        best = hconv[0][1]
-        for t, r in hconv:
-            if t <= tsc:
-                best = r
-        return conv_apply(best, tsc)
-
-    def truth_tsc(vcpu, gtsc, exit_ts):
-        """The host TSC of a reading taken before its exit: the latest
-        offset KVM wrote before the exit whose span holds the reading (KVM
-        may re-base the vCPU between the two); else debugfs."""
-        for ts, off in reversed([x for x in ftrace_offs.get(vcpu, []) if x[0] <= exit_ts]):
-            h = (gtsc - off) & M64
-            if h >= ts:
-                return h
-        return None
-
-    # Truth per marker, anchored at its exit.
+    # Truth per marker, anchored at its exit; else debugfs.
     truth = []
     for m in marks:
         p = exits.get(m["seq"])
-        htsc = truth_tsc(m["cpu"], m["tsc"], p) if p is not None else None
+        htsc = host_tsc_before_exit(ftrace_offs.get(m["cpu"], []), m["tsc"], p) \
+            if p is not None else None
         if htsc is None:
             htsc = (m["tsc"] - (dbg1 if m["seq"] < 1000 else dbg2)[m["cpu"]]) & M64
         truth.append((m, p, htsc, host_ns(htsc)))

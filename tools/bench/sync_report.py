@@ -15,7 +15,10 @@ import re
 import subprocess
 import sys
 
-M64 = (1 << 64) - 1
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from kvmtruth import M64, conv_invert, host_ns_fn, host_tsc_before_exit, \
+    load_debugfs_offsets, parse_kvm_trace  # noqa: E402
+
 EXACT = 0x2
 
 
@@ -24,32 +27,6 @@ def run(*args, inp=None):
     if r.returncode:
         sys.exit("sync_report: %s: %s" % (" ".join(args[:3]), r.stderr.strip()[:500]))
     return r.stdout
-
-
-def conv_apply(c, tsc):
-    d = (tsc - c["tsc_base"]) & M64
-    d = (d << c["pre_shift"]) & M64 if c["pre_shift"] >= 0 else d >> -c["pre_shift"]
-    return (c["offset_ns"] + ((d * c["mult"]) >> c["shift"])) & M64
-
-
-def reaches(c, tsc, ns):
-    """conv(tsc) >= ns, by signed difference: the formula is modular."""
-    d = (conv_apply(c, tsc) - ns) & M64
-    return d < (1 << 63)
-
-
-def conv_invert(c, ns):
-    """Smallest TSC whose conversion reaches ns (binary search)."""
-    lo, hi = c["tsc_base"], c["tsc_base"] + (1 << 46)
-    if reaches(c, lo, ns):
-        return lo
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if reaches(c, mid, ns):
-            hi = mid
-        else:
-            lo = mid
-    return hi
 
 
 TS = re.compile(r"\[(\d+)\]\s+(?:\S+\s+)?(\d+)(?:\.(\d+))?:\s")
@@ -73,19 +50,16 @@ def events(dat, raw):
 def main(d, tool, scenario):
     recs = [json.loads(l) for l in run(tool, "dump", "--json", d + "/bench.hgc").splitlines()]
     khz = next(r["tsc_khz"] for r in recs if r.get("section") == "host_info")
-    hconv = sorted((r["tsc"], r) for r in recs if r.get("from") == "host" and r.get("type") == "cyc2ns")
+    host_ns = host_ns_fn(recs)
     gconv = {}
     for r in recs:
         if r.get("from") == "guest" and r.get("type") == "cyc2ns":
             gconv.setdefault(r["cpu"], []).append(r)
-    offs = {}
-    for l in open(d + "/offsets-start"):
-        v, o = l.split()
-        offs[int(v)] = [(0, int(o) & M64)]
-    for l in open(d + "/truth.txt", errors="replace"):
-        m = re.search(r"\s(\d+):\s+kvm_write_tsc_offset:\s+vcpu=(\d+) prev=(\d+) next=(\d+)", l)
-        if m:
-            offs.setdefault(int(m.group(2)), [(0, int(m.group(3)))]).append((int(m.group(1)), int(m.group(4))))
+    # The offsets debugfs showed at the start, then every one KVM wrote.
+    exits, writes, prevs = parse_kvm_trace(d + "/truth.txt")
+    offs = {v: [(0, o)] for v, o in load_debugfs_offsets(d + "/offsets-start").items()}
+    for v, w in writes.items():
+        offs.setdefault(v, [(0, prevs[v])]).extend(w)
     for v in offs:
         offs[v].sort()
 
@@ -98,13 +72,6 @@ def main(d, tool, scenario):
                 best = h
         return best
 
-    def host_ns(tsc):
-        best = hconv[0][1]
-        for t, r in hconv:
-            if t <= tsc:
-                best = r
-        return conv_apply(best, tsc)
-
     def truth_local(vcpu, gns):
         snaps = [r for r in gconv.get(vcpu, []) if r["sched_clock_ns"] <= gns] or gconv.get(vcpu, [])[:1]
         if not snaps or not snaps[-1]["conv_flags"] & EXACT:
@@ -113,33 +80,16 @@ def main(d, tool, scenario):
         return None if h is None else host_ns(h)
 
     # hgclock mark's markers: each reading is followed by a CPUID exit on
-    # the host's TSC, and the offset in force is the last one KVM wrote for
-    # that vCPU before the exit.
-    exits = {}
-    for l in open(d + "/truth.txt", errors="replace"):
-        m = re.search(r"\s(\d+):\s+kvm_cpuid:\s+func 48434d4b,? idx ([0-9a-f]+)", l)
-        if m:
-            exits.setdefault(int(m.group(2), 16), int(m.group(1)))
+    # the host's TSC, which anchors the offset in force.
     marks = []
     if os.path.exists(d + "/marks.jsonl"):
         marks = [json.loads(l) for l in open(d + "/marks.jsonl") if l.strip()]
 
-    def truth_at_exit(vcpu, gtsc, exit_ts):
-        """The host TSC of a reading taken before an exit at exit_ts: the
-        latest offset KVM wrote before the exit whose span holds the
-        reading (KVM may re-base the vCPU between a reading and its exit,
-        when the host preempts it there)."""
-        for t, o in reversed([x for x in offs.get(vcpu, []) if x[0] <= exit_ts]):
-            h = (gtsc - o) & M64
-            if h >= t:
-                return h
-        return None
-
     # Only markers inside the recording: after its last host record the
     # file knows no offsets (the guest keeps marking until told to stop).
     rec_end = max((r["tsc"] for r in recs if r.get("from") == "host" and "tsc" in r), default=0)
-    mk = [(m, truth_at_exit(m["cpu"], m["tsc"], exits[m["seq"]])) for m in marks
-          if m["seq"] in exits and exits[m["seq"]] <= rec_end]
+    mk = [(m, host_tsc_before_exit(offs.get(m["cpu"], []), m["tsc"], exits[m["seq"]]))
+          for m in marks if m["seq"] in exits and exits[m["seq"]] <= rec_end]
     mk = [(m, t) for m, t in mk if t is not None]
     if mk:
         inp = "".join("%d %d\n" % (m["cpu"], m["tsc"]) for m, _ in mk)
