@@ -72,13 +72,11 @@ else
 fi
 
 # kernel series -> newest installed version (never hard-coded)
-resolve_kernel() {
-	ls /boot/vmlinuz-"$1".* /boot/vmlinuz-"$1"-* 2>/dev/null |
-		sed 's|^/boot/vmlinuz-||' | grep -v -- '-rt-' | sort -uV | tail -n 1
-}
+# shellcheck source=tools/vm/lib.sh
+. tools/vm/lib.sh
 
 for series in ${HGCLOCK_KERNELS:-6.1 6.12}; do
-	kver=$(resolve_kernel "$series")
+	kver=$(vm_series_kernel "$series")
 	if [ -z "$kver" ]; then
 		own skip "kernel_$series" "no installed $series kernel"
 		continue
@@ -126,7 +124,7 @@ done
 # A guest that never comes up is infrastructure: retried once.
 nested_kernels=${HGCLOCK_NESTED_KERNELS-${HGCLOCK_KERNELS:-6.1 6.12}}
 for series in $nested_kernels; do
-	kver=$(resolve_kernel "$series")
+	kver=$(vm_series_kernel "$series")
 	[ -n "$kver" ] && [ -f "$build/module/$kver/hgclock.ko" ] || continue
 	name="nested_${series}"
 	for attempt in 1 2 3; do

@@ -11,6 +11,8 @@
 set -u -o pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$top"
+# shellcheck source=tools/vm/lib.sh
+. tools/vm/lib.sh
 build=${BUILD:-build}
 
 [ "$(id -u)" = 0 ] && tools/deps.sh
@@ -18,8 +20,7 @@ make -s user selftests || exit 1
 
 status=0
 for series in ${HGCLOCK_KERNELS:-6.1 6.12}; do
-	kver=$(ls /boot/vmlinuz-"$series".* /boot/vmlinuz-"$series"-* 2>/dev/null |
-	       sed 's|^/boot/vmlinuz-||' | grep -v -- '-rt-' | sort -uV | tail -n 1)
+	kver=$(vm_series_kernel "$series")
 	if [ -z "$kver" ]; then
 		echo "bench: no installed $series kernel, skipped" >&2
 		continue

@@ -14,10 +14,11 @@
 set -u -o pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$top"
+# shellcheck source=tools/vm/lib.sh
+. tools/vm/lib.sh
 build=${BUILD:-build}
 series=${HGCLOCK_SYNC_KERNEL:-6.12}
-kver=$(ls /boot/vmlinuz-"$series".* /boot/vmlinuz-"$series"-* 2>/dev/null |
-       sed 's|^/boot/vmlinuz-||' | grep -v -- '-rt-' | sort -uV | tail -n 1)
+kver=$(vm_series_kernel "$series")
 [ -n "$kver" ] || { echo "bench: no installed $series kernel" >&2; exit 1; }
 tools/build-module.sh "/usr/src/linux-headers-$kver" "$build/module" >/dev/null || exit 1
 command -v trace-cmd >/dev/null || { echo "bench: trace-cmd missing (tools/deps.sh)" >&2; exit 1; }

@@ -6,6 +6,7 @@
 #
 #   vm_kernels                    installed kernel versions, oldest first
 #   vm_resolve_kernel SPEC        SPEC -> version (latest, 6.1, 6.12, full)
+#   vm_series_kernel SERIES       newest non-RT version of a series
 #   vm_kernel_image VER           kernel to pass to -kernel (PVH vmlinux)
 #   vm_initramfs VER [opts]       path of a cached busybox initramfs
 #   vm_qemu_cmd                   fill the VM_QEMU array from VM_* variables
@@ -57,6 +58,16 @@ vm_resolve_kernel() {
 	done < <(vm_kernels)
 	[ -n "$best" ] || return 1
 	echo "$best"
+}
+
+# vm_series_kernel SERIES: the newest installed non-RT kernel of a series
+# ("6.1" -> 6.1.0-56-amd64); nothing, and status 1, if there is none.
+vm_series_kernel() {
+	local v
+
+	v=$(ls /boot/vmlinuz-"$1".* /boot/vmlinuz-"$1"-* 2>/dev/null |
+	    sed 's|^/boot/vmlinuz-||' | grep -v -- '-rt-' | sort -uV | tail -n 1)
+	[ -n "$v" ] && echo "$v"
 }
 
 vm_cache_dir() {
