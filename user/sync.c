@@ -740,44 +740,55 @@ static size_t offset_changes(const struct hgsync *s, const struct hgsync_guest *
  * the probes: KVM re-basing an unstable host's TSC changes offsets at
  * every vCPU load, and keeps kvm-clock continuous across them.
  */
+struct probe_at {
+	uint64_t host_tsc;	/* of the send */
+	const struct hgcor_probe *p;
+};
+
+static int cmp_probe_at(const void *a, const void *b)
+{
+	const struct probe_at *x = a, *y = b;
+
+	return x->host_tsc < y->host_tsc ? -1 : x->host_tsc > y->host_tsc;
+}
+
 static int probe_epochs(const struct hgsync *s, struct hgsync_guest *g, uint32_t clock,
 			unsigned int cpu, struct hgsync_obs *obs)
 {
 	const struct hgsync_offset *off;
-	size_t nc = offset_changes(s, g, (int)cpu, &off), nprobes = 0, e, i, n;
+	size_t nc = offset_changes(s, g, (int)cpu, &off), np = 0, e, i, j = 0, n;
 	uint32_t khz = clock == HGCOR_CLOCK_TSC ? s->host_info.tsc_khz : 0;
+	uint64_t lo = 0, hi;
+	struct probe_at *at;
 	int ret = 0;
 
+	/* This vCPU's probes in host time: each epoch is then one stretch. */
+	at = malloc((g->nr_probes ? g->nr_probes : 1) * sizeof(*at));
+	if (!at)
+		return -ENOMEM;
 	for (i = 0; i < g->nr_probes; i++)
-		nprobes += g->probes[i].guest_cpu == cpu;
+		if (g->probes[i].guest_cpu == cpu)
+			at[np++] = (struct probe_at){ g->probes[i].host_tsc_send, &g->probes[i] };
+	qsort(at, np, sizeof(*at), cmp_probe_at);
 	/* Epoch boundaries: the changes (entries from TSC_OFFSET records). */
-	if (clock == HGCOR_CLOCK_SCHED && nc * 4 > nprobes)
+	if (clock == HGCOR_CLOCK_SCHED && nc * 4 > np)
 		nc = 0;
 	for (e = 0; e <= nc && !ret; e++) {
-		uint64_t lo = 0, hi = UINT64_MAX;
-		size_t k;
-
-		/* Skip entries that are not changes (discovery): no boundary. */
+		/* Entries that are not changes (discovery) are no boundary. */
 		if (e < nc && !off[e].is_change)
 			continue;
-		for (k = e; k-- > 0;)
-			if (off[k].is_change) {
-				lo = off[k].host_tsc;
-				break;
-			}
-		if (e < nc)
-			hi = off[e].host_tsc;
-		for (i = n = 0; i < g->nr_probes; i++) {
-			const struct hgcor_probe *p = &g->probes[i];
+		hi = e < nc ? off[e].host_tsc : UINT64_MAX;
+		for (n = 0; j < np && (at[j].host_tsc < hi || e == nc); j++) {
+			const struct hgcor_probe *p = at[j].p;
 
-			if (p->guest_cpu != cpu || p->host_tsc_send < lo || p->host_tsc_send >= hi)
-				continue;
 			obs[n++] = clock == HGCOR_CLOCK_TSC ?
 				(struct hgsync_obs){ p->guest_tsc, p->host_tsc_send, p->host_tsc_recv } :
 				(struct hgsync_obs){ p->guest_sched_ns, p->host_ns_send, p->host_ns_recv };
 		}
 		ret = probe_segments(g, clock, (int)cpu, obs, n, khz, lo, hi, lo == 0);
+		lo = hi;
 	}
+	free(at);
 	return ret;
 }
 
