@@ -4,14 +4,16 @@
 # with one line "N passed, N failed, N skipped".
 #
 # Environment:
-#   HGCLOCK_KERNELS   kernel series to test (default "6.1 6.12"); each is
+#   HGCLOCK_KERNELS   kernel series to test (default "6.1 6.12 6.12-rt",
+#                     "-rt": the PREEMPT_RT flavour); each is
 #                     resolved to the newest installed version
 #   HGCLOCK_TSC_MODES "default reliable": boot each kernel as it comes
 #                     (under TCG 6.1 marks the TSC unstable, 6.12 did not in
 #                     our runs) and with tsc=reliable
 #   HGCLOCK_VM_ACCEL  tcg (default) or kvm, passed to tools/vm/run
 #   HGCLOCK_NESTED_KERNELS  series for the nested KVM host/guest tests
-#                     (default: HGCLOCK_KERNELS; empty: none)
+#                     (default: HGCLOCK_KERNELS without its -rt series;
+#                     empty: none)
 #   HGCLOCK_FUZZ_SECONDS  libFuzzer time for the file reader (default 20)
 set -u -o pipefail
 
@@ -75,7 +77,8 @@ fi
 # shellcheck source=tools/vm/lib.sh
 . tools/vm/lib.sh
 
-for series in ${HGCLOCK_KERNELS:-6.1 6.12}; do
+kernels=${HGCLOCK_KERNELS:-6.1 6.12 6.12-rt}
+for series in $kernels; do
 	kver=$(vm_series_kernel "$series")
 	if [ -z "$kver" ]; then
 		own skip "kernel_$series" "no installed $series kernel"
@@ -122,7 +125,11 @@ done
 # The nested host/guest testbed: one boot per kernel series runs all the
 # nested tests (a KVM guest inside the TCG host VM takes a minute to boot).
 # A guest that never comes up is infrastructure: retried once.
-nested_kernels=${HGCLOCK_NESTED_KERNELS-${HGCLOCK_KERNELS:-6.1 6.12}}
+# Not on PREEMPT_RT by default: the testbed's KVM pairing is checked on
+# the kernels KVM hosts run.
+nested_kernels=${HGCLOCK_NESTED_KERNELS-$(for s in $kernels; do
+	case $s in *-rt) ;; *) echo "$s" ;; esac
+done)}
 for series in $nested_kernels; do
 	kver=$(vm_series_kernel "$series")
 	[ -n "$kver" ] && [ -f "$build/module/$kver/hgclock.ko" ] || continue

@@ -7,9 +7,17 @@
 #   vm_kernels                    installed kernel versions, oldest first
 #   vm_resolve_kernel SPEC        SPEC -> version (latest, 6.1, 6.12, full)
 #   vm_series_kernel SERIES       newest non-RT version of a series
+#                                 ("6.12"), or RT with "-rt" ("6.12-rt")
+#   vm_tree_release DIR           release of a kernel build tree
+#   vm_tree_image DIR             image to boot from a kernel build tree
 #   vm_kernel_image VER           kernel to pass to -kernel (PVH vmlinux)
 #   vm_initramfs VER [opts]       path of a cached busybox initramfs
 #   vm_qemu_cmd                   fill the VM_QEMU array from VM_* variables
+#
+# A kernel built elsewhere (tools/debug-kernel.sh) is not under /boot and
+# /lib/modules: set VM_KTREE to its build tree (its modules.builtin says
+# which boot modules are built in) and, if it has modules, VM_MODROOT to
+# the root it was "make modules_install"ed into (ROOT/lib/modules/VER).
 #
 # Nothing here touches the kernel this script runs on.
 
@@ -38,11 +46,22 @@ vm_kernels() {
 
 # vm_resolve_kernel SPEC: print the newest installed version matching SPEC.
 # SPEC is "latest" (or empty), a full version, or a prefix that ends on a
-# component boundary: "6.1" matches 6.1.0-56-amd64 but not 6.12.x.
+# component boundary: "6.1" matches 6.1.0-56-amd64 but not 6.12.x. Only a
+# full version or a SPEC ending in "-rt" ("6.12-rt", "latest-rt") picks a
+# PREEMPT_RT kernel.
 vm_resolve_kernel() {
-	local spec=$1 v best=
+	local spec=$1 v best='' rt=''
 
+	case $spec in
+	*-rt) spec=${spec%-rt}; rt=1 ;;
+	esac
 	while read -r v; do
+		if [ "$v" != "$spec" ]; then
+			case $v in
+			*-rt-*) [ -n "$rt" ] || continue ;;
+			*) [ -z "$rt" ] || continue ;;
+			esac
+		fi
 		case $spec in
 		"" | latest)
 			best=$v ;;
@@ -61,13 +80,37 @@ vm_resolve_kernel() {
 }
 
 # vm_series_kernel SERIES: the newest installed non-RT kernel of a series
-# ("6.1" -> 6.1.0-56-amd64); nothing, and status 1, if there is none.
+# ("6.1" -> 6.1.0-56-amd64), or with SERIES "<series>-rt" the newest
+# PREEMPT_RT one ("6.12-rt" -> 6.12.117+deb12-rt-amd64); nothing, and
+# status 1, if there is none.
 vm_series_kernel() {
-	local v
+	local series=$1 rt=-v v
 
-	v=$(ls /boot/vmlinuz-"$1".* /boot/vmlinuz-"$1"-* 2>/dev/null |
-	    sed 's|^/boot/vmlinuz-||' | grep -v -- '-rt-' | sort -uV | tail -n 1)
+	case $series in
+	*-rt) series=${series%-rt}; rt= ;;
+	esac
+	# shellcheck disable=SC2086 # $rt: grep's -v, or nothing
+	v=$(ls /boot/vmlinuz-"$series".* /boot/vmlinuz-"$series"-* 2>/dev/null |
+	    sed 's|^/boot/vmlinuz-||' | grep $rt -- '-rt-' | sort -uV | tail -n 1)
 	[ -n "$v" ] && echo "$v"
+}
+
+# vm_tree_release DIR: the release (uname -r) of the kernel built in DIR.
+vm_tree_release() {
+	[ -s "$1/include/config/kernel.release" ] || return 1
+	cat "$1/include/config/kernel.release"
+}
+
+# vm_tree_image DIR: the kernel to boot from a build tree: its vmlinux if
+# it has PVH entry (no decompressor under TCG), else its bzImage.
+vm_tree_image() {
+	if grep -qx 'CONFIG_PVH=y' "$1/.config" 2>/dev/null && [ -s "$1/vmlinux" ]; then
+		echo "$1/vmlinux"
+	elif [ -s "$1/arch/x86/boot/bzImage" ]; then
+		echo "$1/arch/x86/boot/bzImage"
+	else
+		return 1
+	fi
 }
 
 vm_cache_dir() {
@@ -127,12 +170,26 @@ vm_kernel_image() {
 }
 
 # vm_module_list VER MOD...: "insmod PATH ARGS" lines in load order, each
-# module once, built-ins dropped.
+# module once, built-ins dropped. Modules come from /lib/modules/VER, or
+# $VM_MODROOT/lib/modules/VER; a $VM_KTREE kernel without either must
+# have them all built in.
 vm_module_list() {
-	local ver=$1
+	local ver=$1 m
 	shift
 	[ $# -gt 0 ] || return 0
-	modprobe -S "$ver" -D -a "$@" | awk '$1 == "insmod" && !seen[$2]++'
+	if [ -n "${VM_MODROOT:-}" ]; then
+		modprobe -d "$VM_MODROOT" -S "$ver" -D -a "$@" |
+			awk '$1 == "insmod" && !seen[$2]++'
+	elif [ -n "${VM_KTREE:-}" ] && [ ! -d "/lib/modules/$ver" ]; then
+		for m in "$@"; do
+			grep -q "/$m\.ko\$" "$VM_KTREE/modules.builtin" 2>/dev/null || {
+				vm_msg "$m is not built into $VM_KTREE and no module root was given"
+				return 1
+			}
+		done
+	else
+		modprobe -S "$ver" -D -a "$@" | awk '$1 == "insmod" && !seen[$2]++'
+	fi
 }
 
 # vm_unpack_module SRC DST: copy a module, decompressing .xz/.zst/.gz so
@@ -199,7 +256,7 @@ vm_initramfs() {
 		{ vm_msg "cannot resolve modules for $ver: $mods"; return 1; }
 
 	key=$({
-		echo "format $VM_INITRAMFS_FORMAT $ver"
+		echo "format $VM_INITRAMFS_FORMAT $ver${VM_KTREE:+ tree $VM_KTREE}${VM_MODROOT:+ modules $VM_MODROOT}"
 		cat "$init"
 		[ -z "$stage2" ] || cat "$stage2"
 		ls -lL "$bb"
