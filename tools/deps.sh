@@ -15,7 +15,8 @@ qemu-system-x86 busybox-static kmod cpio
 libtraceevent-dev libtracefs-dev libtracecmd-dev trace-cmd
 linux-source-6.1 pkg-config xz-utils zstd gcc make
 clang libclang-rt-14-dev python3 util-linux
-dkms python3-docutils"
+dkms python3-docutils
+flex bison bc libelf-dev libssl-dev"
 
 prog=${0##*/}
 
