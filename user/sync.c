@@ -568,8 +568,11 @@ int hgsync_load(struct hgsync *s, const void *buf, size_t len, int flags, size_t
 		qsort(vc->off, vc->nr_off, sizeof(*vc->off), cmp_offset);
 		qsort(vc->where, vc->nr_where, sizeof(*vc->where), cmp_where);
 	}
+	/* qsort()'s base must not be NULL, even for 0 elements */
 	for (unsigned int i = 0; i < s->nr_guests; i++)
-		qsort(s->guests[i].segs, s->guests[i].nr_segs, sizeof(struct hgcor_segment), cmp_seg);
+		if (s->guests[i].nr_segs)
+			qsort(s->guests[i].segs, s->guests[i].nr_segs,
+			      sizeof(struct hgcor_segment), cmp_seg);
 	return 0;
 }
 
@@ -854,7 +857,8 @@ static int guest_build(struct hgsync *s, struct hgsync_guest *g)
 			ret = probe_epochs(s, g, HGCOR_CLOCK_TSC, cpu, obs);
 	}
 	free(obs);
-	qsort(g->segs, g->nr_segs, sizeof(*g->segs), cmp_seg);
+	if (g->nr_segs)
+		qsort(g->segs, g->nr_segs, sizeof(*g->segs), cmp_seg);
 	return ret;
 }
 
