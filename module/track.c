@@ -516,6 +516,19 @@ static struct task_struct *hg_get_task(pid_t tid, bool caller_ns)
 	return task;
 }
 
+/*
+ * Following threads and listing them exposes which threads of the machine
+ * are vCPUs, where they run and their guests' TSC offsets: the same
+ * knowledge perf gives.  Opening the device is not enough (a udev rule may
+ * hand it to a group), the caller also needs CAP_PERFMON, or CAP_SYS_ADMIN
+ * on kernels and setups where perfmon_capable() falls back to it.
+ * Checked before the argument is read.
+ */
+static bool hg_track_permitted(void)
+{
+	return perfmon_capable();
+}
+
 long hgclock_ioctl_track(void __user *uarg)
 {
 	struct hgclock_track req;
@@ -523,7 +536,7 @@ long hgclock_ioctl_track(void __user *uarg)
 	struct hg_slot init, *slot;
 	long ret = 0;
 
-	if (!capable(CAP_SYS_ADMIN))
+	if (!hg_track_permitted())
 		return -EPERM;
 	if (copy_from_user(&req, uarg, sizeof(req)))
 		return -EFAULT;
@@ -576,6 +589,8 @@ long hgclock_ioctl_list_vcpus(void __user *uarg)
 	unsigned int i, n = 0;
 	long ret = 0;
 
+	if (!hg_track_permitted())
+		return -EPERM;
 	if (copy_from_user(&req, uarg, sizeof(req)))
 		return -EFAULT;
 	if (req.size != sizeof(req) || req.reserved[0] || req.reserved[1])

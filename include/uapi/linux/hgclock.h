@@ -563,7 +563,7 @@ struct hgclock_rec_tsc_offset {
 #define HGCLOCK_TRACK_REMOVE	(1U << 1)
 
 /**
- * struct hgclock_track - HGCLOCK_IOC_TRACK argument (CAP_SYS_ADMIN)
+ * struct hgclock_track - HGCLOCK_IOC_TRACK argument (CAP_PERFMON or CAP_SYS_ADMIN)
  * @size: sizeof(struct hgclock_track).
  * @flags: exactly one of HGCLOCK_TRACK_ADD and HGCLOCK_TRACK_REMOVE.
  * @tid: the host thread to (un)track; must exist.
@@ -608,7 +608,8 @@ struct hgclock_vcpu_info {
 };
 
 /**
- * struct hgclock_list_vcpus - HGCLOCK_IOC_LIST_VCPUS argument
+ * struct hgclock_list_vcpus - HGCLOCK_IOC_LIST_VCPUS argument (CAP_PERFMON or
+ *	CAP_SYS_ADMIN)
  * @size: sizeof(struct hgclock_list_vcpus).
  * @nr: in: capacity of @vcpus_ptr in entries; out: entries written.
  *	ENOSPC, with @nr set to the count, when too small.

@@ -1,0 +1,321 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * hgclock kselftests: who may do what with /dev/hgclock.
+ *
+ * Run as root with hgclock.ko loaded.  Each test forks a child that gives
+ * up root the way an unprivileged user of the device is: setresuid() to
+ * nobody (65534), keeping only the capabilities the test names, and then
+ * uses a file the parent opened (or opens the node itself, for the device
+ * mode).  The child reports each wrong answer on stderr and exits with the
+ * number of them, so the verdict crosses the fork.
+ *
+ * The permission model (Documentation/uapi.rst, "Permissions"):
+ *  - the node is root's, mode 0600 (a udev rule may give a group 0660);
+ *  - an open file may read clocks, configuration and snapshots and map
+ *    the rings;
+ *  - TRACK and LIST_VCPUS need CAP_PERFMON or CAP_SYS_ADMIN
+ *    (perfmon_capable());
+ *  - PRODUCE and changing RING_CONFIG need CAP_SYS_ADMIN.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/capability.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "kselftest_harness.h"
+#include "../user/libhgclock.h"
+#include "test_util.h"
+
+#ifndef CAP_PERFMON
+#define CAP_PERFMON 38
+#endif
+
+#define NOBODY		65534
+#define TEST_GID	4242	/* stands for the udev rule's "hgclock" group */
+
+/* Capability bits as a 64-bit mask (v3 capabilities: two 32-bit words). */
+#define CAPBIT(c)	(1ULL << (c))
+
+static int child_errors;
+
+#define CHILD_EXPECT(cond, fmt, ...) do {				\
+	if (!(cond)) {							\
+		fprintf(stderr, "# child: %s:%d: " fmt "\n",		\
+			__FILE__, __LINE__, ##__VA_ARGS__);		\
+		child_errors++;						\
+	}								\
+} while (0)
+
+/* ioctl() as "0" or "errno name", for messages and comparisons. */
+static int ioctl_err(int fd, unsigned long cmd, void *arg)
+{
+	return ioctl(fd, cmd, arg) ? errno : 0;
+}
+
+static int set_caps(unsigned long long mask)
+{
+	struct __user_cap_header_struct hdr = {
+		.version = _LINUX_CAPABILITY_VERSION_3,
+	};
+	struct __user_cap_data_struct data[2];
+
+	memset(data, 0, sizeof(data));
+	data[0].effective = data[0].permitted = (__u32)mask;
+	data[1].effective = data[1].permitted = (__u32)(mask >> 32);
+	return syscall(SYS_capset, &hdr, data);
+}
+
+static unsigned long long get_effective(void)
+{
+	struct __user_cap_header_struct hdr = {
+		.version = _LINUX_CAPABILITY_VERSION_3,
+	};
+	struct __user_cap_data_struct data[2];
+
+	if (syscall(SYS_capget, &hdr, data))
+		return ~0ULL;
+	return data[0].effective | ((unsigned long long)data[1].effective << 32);
+}
+
+/*
+ * In the child: become nobody with @caps only (and @gid as the one
+ * supplementary group when not 0).  Exits 100 when that fails, which the
+ * parent reports as a broken test, not as a verdict on the module.
+ */
+static void drop_to_nobody(unsigned long long caps, gid_t gid)
+{
+	gid_t groups[1] = { gid };
+
+	if (prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) ||
+	    setgroups(gid ? 1 : 0, groups) ||
+	    setresgid(NOBODY, NOBODY, NOBODY) ||
+	    setresuid(NOBODY, NOBODY, NOBODY) ||
+	    set_caps(caps)) {
+		perror("# child: dropping privileges");
+		_exit(100);
+	}
+	if (get_effective() != caps || geteuid() != NOBODY) {
+		fprintf(stderr, "# child: capabilities %#llx, euid %d after drop\n",
+			get_effective(), (int)geteuid());
+		_exit(100);
+	}
+}
+
+/* Runs @fn(@fd) in a child as nobody with @caps; returns its exit status. */
+static int run_as_nobody(int fd, unsigned long long caps, gid_t gid,
+			 void (*fn)(int fd))
+{
+	pid_t pid = fork();
+	int status;
+
+	if (pid == 0) {
+		drop_to_nobody(caps, gid);
+		child_errors = 0;
+		fn(fd);
+		_exit(child_errors > 99 ? 99 : child_errors);
+	}
+	if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
+		return -1;
+	return WEXITSTATUS(status);
+}
+
+/* What every opener may do, whatever its capabilities. */
+static void child_open_file_ops(int fd)
+{
+	struct hgclock_info info;
+	struct hgclock_read_clock rc;
+	struct hgclock_ring_config cfg;
+	struct hgclock_map map;
+	int ret;
+
+	memset(&info, 0, sizeof(info));
+	info.size = sizeof(info);
+	CHILD_EXPECT(ioctl_err(fd, HGCLOCK_IOC_GET_INFO, &info) == 0,
+		     "GET_INFO: %s", strerror(errno));
+	memset(&rc, 0, sizeof(rc));
+	rc.size = sizeof(rc);
+	CHILD_EXPECT(ioctl_err(fd, HGCLOCK_IOC_READ_CLOCK, &rc) == 0,
+		     "READ_CLOCK: %s", strerror(errno));
+	CHILD_EXPECT(ioctl_err(fd, HGCLOCK_IOC_NOP, NULL) == 0, "NOP: %s",
+		     strerror(errno));
+	memset(&cfg, 0, sizeof(cfg));
+	CHILD_EXPECT(hgclock_ring_config(fd, &cfg) == 0, "RING_CONFIG read");
+	ret = hgclock_snapshot(fd, -1);
+	CHILD_EXPECT(ret >= 1, "SNAPSHOT all: %d", ret);
+	ret = hgclock_map_open(fd, HGCLOCK_MAP_CONSUMER, &map);
+	CHILD_EXPECT(ret == 0, "mapping as the consumer: %s", strerror(-ret));
+	if (!ret)
+		hgclock_map_close(&map);
+}
+
+/* What needs CAP_SYS_ADMIN (and so fails for nobody without it). */
+static void child_admin_ops_refused(int fd)
+{
+	struct hgclock_ring_config cfg;
+	struct hgclock_produce prod;
+	int ret;
+
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.flags = HGCLOCK_CFG_SET_PERIOD;
+	cfg.snapshot_period_ns = 1000000000ULL;
+	ret = hgclock_ring_config(fd, &cfg);
+	CHILD_EXPECT(ret == -EPERM, "RING_CONFIG set: %d, want -EPERM", ret);
+	memset(&prod, 0, sizeof(prod));
+	prod.size = sizeof(prod);
+	prod.count = 1;
+	ret = ioctl_err(fd, HGCLOCK_IOC_PRODUCE, &prod);
+	CHILD_EXPECT(ret == EPERM, "PRODUCE: %s, want EPERM", strerror(ret));
+}
+
+static void child_tracking_refused(int fd)
+{
+	struct hgclock_vcpu_info *infos = NULL;
+	unsigned int nr = 0;
+	int ret;
+
+	ret = hgclock_track(fd, getpid(), 1);
+	CHILD_EXPECT(ret == -EPERM, "TRACK add: %d, want -EPERM", ret);
+	ret = hgclock_track(fd, getpid(), 0);
+	CHILD_EXPECT(ret == -EPERM, "TRACK remove: %d, want -EPERM", ret);
+	ret = hgclock_list_vcpus(fd, &infos, &nr);
+	CHILD_EXPECT(ret == -EPERM, "LIST_VCPUS: %d, want -EPERM", ret);
+	free(infos);
+}
+
+static void child_tracking_allowed(int fd)
+{
+	struct hgclock_vcpu_info *infos = NULL;
+	unsigned int nr = 0, i;
+	bool found = false;
+	int ret;
+
+	ret = hgclock_track(fd, getpid(), 1);
+	CHILD_EXPECT(ret == 0, "TRACK add: %s", strerror(-ret));
+	ret = hgclock_list_vcpus(fd, &infos, &nr);
+	CHILD_EXPECT(ret == 0, "LIST_VCPUS: %s", strerror(-ret));
+	for (i = 0; !ret && i < nr; i++)
+		found |= infos[i].tid == getpid();
+	CHILD_EXPECT(found, "the tracked thread is not listed");
+	free(infos);
+	ret = hgclock_track(fd, getpid(), 0);
+	CHILD_EXPECT(ret == 0, "TRACK remove: %s", strerror(-ret));
+}
+
+static void child_unprivileged(int fd)
+{
+	child_open_file_ops(fd);
+	child_admin_ops_refused(fd);
+	child_tracking_refused(fd);
+}
+
+static void child_perfmon(int fd)
+{
+	child_open_file_ops(fd);
+	child_admin_ops_refused(fd);
+	child_tracking_allowed(fd);
+}
+
+static void child_sys_admin(int fd)
+{
+	child_open_file_ops(fd);
+	child_tracking_allowed(fd);
+}
+
+static void child_open_denied(int fd)
+{
+	int nfd = open(HGCLOCK_DEV_PATH, O_RDWR | O_CLOEXEC);
+
+	CHILD_EXPECT(nfd < 0 && errno == EACCES, "open as nobody: %d (%s), want EACCES",
+		     nfd, nfd < 0 ? strerror(errno) : "opened");
+	if (nfd >= 0)
+		close(nfd);
+}
+
+/* Through the group a udev rule would give: open works, tracking does not. */
+static void child_group_member(int fd)
+{
+	int nfd = open(HGCLOCK_DEV_PATH, O_RDWR | O_CLOEXEC);
+
+	CHILD_EXPECT(nfd >= 0, "open through group %d: %s", TEST_GID, strerror(errno));
+	if (nfd < 0)
+		return;
+	child_open_file_ops(nfd);
+	child_admin_ops_refused(nfd);
+	child_tracking_refused(nfd);
+	close(nfd);
+}
+
+FIXTURE(perm) {
+	int fd;
+};
+
+FIXTURE_SETUP(perm)
+{
+	self->fd = open(HGCLOCK_DEV_PATH, O_RDWR | O_CLOEXEC);
+	if (self->fd < 0 && errno == ENOENT)
+		SKIP(return, HGCLOCK_DEV_PATH " missing: module not loaded");
+	ASSERT_LE(0, self->fd);
+	if (geteuid() != 0)
+		SKIP(return, "needs root to drop privileges from");
+}
+
+FIXTURE_TEARDOWN(perm)
+{
+	if (self->fd >= 0)
+		close(self->fd);
+}
+
+TEST_F(perm, node_root_only)
+{
+	struct stat st;
+
+	ASSERT_EQ(0, stat(HGCLOCK_DEV_PATH, &st));
+	EXPECT_TRUE(S_ISCHR(st.st_mode));
+	EXPECT_EQ(0600, st.st_mode & 07777);
+	EXPECT_EQ(0, st.st_uid);
+	EXPECT_EQ(0, run_as_nobody(self->fd, 0, 0, child_open_denied));
+}
+
+TEST_F(perm, no_capabilities)
+{
+	EXPECT_EQ(0, run_as_nobody(self->fd, 0, 0, child_unprivileged));
+}
+
+TEST_F(perm, cap_perfmon_tracks)
+{
+	EXPECT_EQ(0, run_as_nobody(self->fd, CAPBIT(CAP_PERFMON), 0, child_perfmon));
+}
+
+TEST_F(perm, cap_sys_admin_tracks)
+{
+	EXPECT_EQ(0, run_as_nobody(self->fd, CAPBIT(CAP_SYS_ADMIN), 0,
+				   child_sys_admin));
+}
+
+/* The udev rule's mode and group, set by hand here and put back after. */
+TEST_F(perm, group_access_like_udev_rule)
+{
+	struct stat st;
+	int ret;
+
+	ASSERT_EQ(0, stat(HGCLOCK_DEV_PATH, &st));
+	ASSERT_EQ(0, chown(HGCLOCK_DEV_PATH, 0, TEST_GID));
+	ASSERT_EQ(0, chmod(HGCLOCK_DEV_PATH, 0660));
+	ret = run_as_nobody(self->fd, 0, TEST_GID, child_group_member);
+	/* Another group is still kept out. */
+	EXPECT_EQ(0, run_as_nobody(self->fd, 0, TEST_GID + 1, child_open_denied));
+	ASSERT_EQ(0, chown(HGCLOCK_DEV_PATH, st.st_uid, st.st_gid));
+	ASSERT_EQ(0, chmod(HGCLOCK_DEV_PATH, st.st_mode & 07777));
+	EXPECT_EQ(0, ret);
+}
+
+TEST_HARNESS_MAIN
