@@ -34,7 +34,9 @@ TRACEFS_CFLAGS := $(shell pkg-config --cflags libtracefs 2>/dev/null)
 TRACEFS_LIBS := $(shell pkg-config --libs libtracefs 2>/dev/null || echo -ltracefs -ltraceevent)
 
 SELFTESTS := $(BUILD)/selftests/hgclock_test $(BUILD)/selftests/ring_test \
-	$(BUILD)/selftests/track_test
+	$(BUILD)/selftests/track_test $(BUILD)/selftests/perm_test \
+	$(BUILD)/selftests/leak_test $(BUILD)/selftests/fuzz_ioctl_test \
+	$(BUILD)/selftests/stress_test
 UNIT_TESTS := $(BUILD)/unit/test_json $(BUILD)/unit/test_lib $(BUILD)/unit/test_corr \
 	$(BUILD)/unit/test_sync
 BENCHES := $(BUILD)/bench/bench_read_clock $(BUILD)/bench/bench_ring \

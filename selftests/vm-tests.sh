@@ -14,6 +14,9 @@ TAP_PREFIX=vm.
 
 echo "# kernel $(uname -r), cmdline: $(cat /proc/cmdline)"
 dmesg -C 2>/dev/null
+# A kmemleak kernel: forget the suspects from before the tests.
+kmemleak=/sys/kernel/debug/kmemleak
+[ -w $kmemleak ] && { echo scan >$kmemleak; echo clear >$kmemleak; } 2>/dev/null
 
 if ! insmod "$ko"; then
 	tap not-ok insmod "insmod $ko failed"
@@ -24,11 +27,15 @@ check device_node test -c /dev/hgclock
 check device_mode_0600 sh -c '[ "$(stat -c %a /dev/hgclock)" = 600 ]'
 
 # The kselftests (their own TAP streams).
-for t in hgclock_test ring_test track_test; do
+for t in hgclock_test ring_test track_test perm_test leak_test fuzz_ioctl_test stress_test; do
 	"$build/selftests/$t"
 	rc=$?
 	[ $rc -eq 0 ] || [ $rc -eq 4 ] || tap_failed=$((tap_failed + 1))
 done
+# Everything the tests opened and mapped is closed now: the module that
+# went through the fuzzing and the stress unloads, and loads again.
+check unload_after_stress rmmod hgclock
+check reload_after_stress insmod "$ko"
 
 # The tool against the live module.
 check tool_info "$tool" info
@@ -110,13 +117,29 @@ else
 	tap not-ok insmod_derived
 fi
 
-errs=$(dmesg | grep -E 'WARNING:|BUG:|Oops|general protection|lockdep|KASAN|UBSAN|kmemleak|Call Trace' |
+# The kernel log since the tests started (dmesg -C above).
+errs=$(dmesg | grep -E 'WARNING:|BUG:|Oops|general protection|lockdep|KASAN|UBSAN|kmemleak|Call Trace|possible circular locking|sleeping function called from invalid context|soft lockup|hard LOCKUP|blocked for more than' |
        grep -vE 'taints kernel|module verification failed')
 if [ -z "$errs" ]; then
 	tap ok dmesg_clean
 else
 	tap not-ok dmesg_clean "kernel log has errors"
 	echo "$errs" | sed 's/^/# /'
+fi
+# kmemleak reports only objects older than 5 s: scan, wait, scan again.
+if [ -w $kmemleak ]; then
+	echo scan >$kmemleak
+	sleep 6
+	echo scan >$kmemleak
+	leaks=$(cat $kmemleak)
+	if [ -z "$leaks" ]; then
+		tap ok kmemleak_clean
+	else
+		tap not-ok kmemleak_clean "$(echo "$leaks" | grep -c '^unreferenced object') suspected leaks"
+		echo "$leaks" | head -60 | sed 's/^/# /'
+	fi
+else
+	tap skip kmemleak_clean "no $kmemleak in this kernel"
 fi
 dmesg | grep hgclock | sed 's/^/# dmesg: /'
 [ $tap_failed -eq 0 ]
