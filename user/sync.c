@@ -565,8 +565,11 @@ int hgsync_load(struct hgsync *s, const void *buf, size_t len, int flags, size_t
 	for (size_t i = 0; i < s->nr_vcpus; i++) {
 		struct hgsync_vcpu *vc = &s->vcpus[i];
 
-		qsort(vc->off, vc->nr_off, sizeof(*vc->off), cmp_offset);
-		qsort(vc->where, vc->nr_where, sizeof(*vc->where), cmp_where);
+		/* qsort()'s base must not be NULL, even for 0 elements */
+		if (vc->nr_off)
+			qsort(vc->off, vc->nr_off, sizeof(*vc->off), cmp_offset);
+		if (vc->nr_where)
+			qsort(vc->where, vc->nr_where, sizeof(*vc->where), cmp_where);
 	}
 	/* qsort()'s base must not be NULL, even for 0 elements */
 	for (unsigned int i = 0; i < s->nr_guests; i++)
