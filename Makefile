@@ -128,3 +128,109 @@ bench:
 clean:
 	rm -rf $(BUILD)
 	find module -name '*.o' -o -name '.*.cmd' | xargs rm -f
+
+# ---- Installing (Documentation/install.rst) -------------------------------
+#
+#   make install [DESTDIR=...] [PREFIX=/usr/local] [KDIR=...]
+#   make uninstall, make man, make dkms-src, make dkms-install
+#
+# The version lives in one place, HGCLOCK_VERSION in user/hgclock.c; the
+# man pages and dkms.conf read it from there.  The module goes to the
+# kernel of KDIR: KVER is that tree's release, from its Debian directory
+# name (/lib/modules/<release>/build links to one), else from Kbuild.
+VERSION := $(shell sed -n 's/^.define HGCLOCK_VERSION "\(.*\)"$$/\1/p' user/hgclock.c)
+KDIR_REAL = $(realpath $(KDIR))
+ifeq ($(origin KVER),undefined)
+KVER := $(shell d='$(KDIR_REAL)'; case "$$d" in \
+	(*/linux-headers-*) basename "$$d" | sed 's/^linux-headers-//' ;; \
+	(?*) $(MAKE) -s -C "$$d" kernelrelease 2>/dev/null ;; esac)
+endif
+MODULE_KO = $(BUILD)/module/$(KVER)/hgclock.ko
+PREFIX ?= /usr/local
+BINDIR ?= $(PREFIX)/bin
+MANDIR ?= $(PREFIX)/share/man
+UDEVRULESDIR ?= /etc/udev/rules.d
+MAN_PAGES := $(patsubst Documentation/man/%.rst,$(BUILD)/man/%.1,$(wildcard Documentation/man/*.rst))
+
+.PHONY: install uninstall man dkms-src dkms-install dkms-uninstall kver-check
+
+kver-check:
+	@test -n "$(KVER)" || { echo "make: no kernel release for KDIR='$(KDIR)': install linux-headers (tools/deps.sh) or pass KDIR=" >&2; exit 1; }
+
+$(MODULE_KO): Kbuild $(wildcard module/*.c module/*.h) include/uapi/linux/hgclock.h | kver-check
+	tools/build-module.sh "$(KDIR_REAL)" "$(BUILD)/module"
+
+man: $(MAN_PAGES)
+
+$(BUILD)/man/%.1: Documentation/man/%.rst user/hgclock.c
+	@mkdir -p $(dir $@)
+	sed '/^:Manual section:/a :Version: hgclock $(VERSION)' $< >$(@:.1=.rst)
+	rst2man --halt=warning --input-encoding=utf-8 $(@:.1=.rst) $@.tmp
+	mv $@.tmp $@
+
+install: kver-check $(MODULE_KO) $(TOOL) man
+	install -D -m 0644 $(MODULE_KO) $(DESTDIR)/lib/modules/$(KVER)/updates/hgclock.ko
+	install -D -m 0755 $(TOOL) $(DESTDIR)$(BINDIR)/hgclock
+	install -D -m 0644 tools/udev/60-hgclock.rules $(DESTDIR)$(UDEVRULESDIR)/60-hgclock.rules
+	install -d -m 0755 $(DESTDIR)$(MANDIR)/man1
+	install -m 0644 $(MAN_PAGES) $(DESTDIR)$(MANDIR)/man1/
+	@if [ -z "$(DESTDIR)" ]; then \
+		set -e; \
+		getent group hgclock >/dev/null || groupadd --system hgclock; \
+		depmod -a $(KVER); \
+		if command -v udevadm >/dev/null; then \
+			udevadm control --reload || true; \
+			udevadm trigger --subsystem-match=misc --sysname-match=hgclock || true; \
+		fi; \
+	fi
+
+uninstall: kver-check
+	rm -f $(DESTDIR)/lib/modules/$(KVER)/updates/hgclock.ko \
+		$(DESTDIR)$(BINDIR)/hgclock \
+		$(DESTDIR)$(UDEVRULESDIR)/60-hgclock.rules \
+		$(DESTDIR)$(MANDIR)/man1/hgclock.1 $(DESTDIR)$(MANDIR)/man1/hgclock-*.1
+	@if [ -z "$(DESTDIR)" ]; then set -e; depmod -a $(KVER); fi
+
+# DKMS (dkms.conf): the module's sources in /usr/src/hgclock-<version>,
+# then built and installed for every kernel with headers.
+DKMS_SRC = $(DESTDIR)/usr/src/hgclock-$(VERSION)
+
+dkms-src:
+	@test -n "$(VERSION)" || { echo "make: no HGCLOCK_VERSION in user/hgclock.c" >&2; exit 1; }
+	rm -rf $(DKMS_SRC)
+	install -d $(DKMS_SRC)/module $(DKMS_SRC)/include/uapi/linux $(DKMS_SRC)/user
+	install -m 0644 dkms.conf Kbuild $(DKMS_SRC)/
+	install -m 0644 module/*.c module/*.h $(DKMS_SRC)/module/
+	install -m 0644 include/uapi/linux/hgclock.h $(DKMS_SRC)/include/uapi/linux/
+	install -m 0644 user/hgclock.c $(DKMS_SRC)/user/
+
+dkms-install: dkms-src
+	@test -z "$(DESTDIR)" || { echo "make: dkms-install installs into the system: no DESTDIR" >&2; exit 1; }
+	dkms add hgclock/$(VERSION)
+	kernels=$$(for b in /lib/modules/*/build; do [ -f "$$b/Makefile" ] && basename "$${b%/build}"; done); \
+	test -n "$$kernels" || { echo "make: no kernel headers in /lib/modules/*/build" >&2; exit 1; }; \
+	dkms install hgclock/$(VERSION) $$(printf -- '-k %s ' $$kernels)
+
+dkms-uninstall:
+	dkms remove hgclock/$(VERSION) --all
+	rm -rf $(DKMS_SRC)
+
+# ---- User space under AddressSanitizer and UBSan ---------------------------
+#
+# The tool, libhgclock and the unit tests, built with SAN_CC (default CC)
+# into SAN_BUILD; tools/asan-check.sh runs them (make asan-check).
+SAN_BUILD ?= $(BUILD)/asan
+SAN_CC ?= $(CC)
+SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+
+.PHONY: asan asan-check
+
+asan: $(KSFT_HDR)
+	$(MAKE) BUILD=$(SAN_BUILD) CC=$(SAN_CC) KSFT_DIR=$(KSFT_DIR) \
+		EXTRA_CFLAGS="$(EXTRA_CFLAGS) $(SAN_FLAGS)" \
+		EXTRA_LDFLAGS="$(EXTRA_LDFLAGS) $(SAN_FLAGS)" \
+		SELFTEST_CFLAGS="$(SELFTEST_CFLAGS) $(SAN_FLAGS)" \
+		$(SAN_BUILD)/user/hgclock $(patsubst $(BUILD)/%,$(SAN_BUILD)/%,$(UNIT_TESTS))
+
+asan-check: asan $(BUILD)/unit/test_corr
+	tools/asan-check.sh $(BUILD) $(SAN_BUILD)
