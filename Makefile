@@ -17,13 +17,20 @@ CC ?= gcc
 USER_CFLAGS := -O2 -g -std=gnu11 -Wall -Wextra -Werror -Wshadow \
 	-Wstrict-prototypes -Wmissing-prototypes -D_GNU_SOURCE \
 	-Iinclude/uapi -Iuser $(EXTRA_CFLAGS)
-USER_LDFLAGS := $(EXTRA_LDFLAGS) -lm
+# hgclock merge reads trace.dat with libtracecmd and libtraceevent.
+TRACECMD_CFLAGS := $(shell pkg-config --cflags libtracecmd libtraceevent 2>/dev/null || \
+	echo -I/usr/include/trace-cmd -I/usr/include/traceevent -I/usr/include/tracefs)
+TRACECMD_LIBS := $(shell pkg-config --libs libtracecmd libtraceevent 2>/dev/null || \
+	echo -ltracecmd -ltracefs -ltraceevent)
+USER_CFLAGS += $(TRACECMD_CFLAGS)
+USER_LDFLAGS := $(EXTRA_LDFLAGS) $(TRACECMD_LIBS) -lm
 
 LIB_SRCS := user/libhgclock.c user/ring.c user/uclock.c user/corr.c user/proto.c \
 	user/sync.c
 TOOL_SRCS := user/hgclock.c user/util.c user/json.c \
 	user/cmd_info.c user/cmd_now.c user/cmd_snapshots.c user/cmd_vcpus.c user/cmd_records.c user/recprint.c \
-	user/cmd_record.c user/cmd_dump.c user/cmd_agent.c user/cmd_convert.c user/cmd_mark.c
+	user/cmd_record.c user/cmd_dump.c user/cmd_agent.c user/cmd_convert.c user/cmd_mark.c \
+	user/cmd_merge.c user/merge.c user/merge_out.c user/cmd_plot.c
 LIB := $(BUILD)/user/libhgclock.a
 TOOL := $(BUILD)/user/hgclock
 

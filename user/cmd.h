@@ -26,6 +26,8 @@ int cmd_dump(int argc, char **argv);
 int cmd_agent(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
 int cmd_mark(int argc, char **argv);
+int cmd_merge(int argc, char **argv);
+int cmd_plot(int argc, char **argv);
 
 /* recprint.c: one record as text or a JSON object; @prefix opens it */
 struct hgclock_rec_header;

@@ -20,6 +20,8 @@ static const struct hgclock_cmd commands[] = {
 	{ "agent", cmd_agent, "serve this guest's clock data to 'record --guest' (vsock/TCP)" },
 	{ "record", cmd_record, "record this host's clock data into a correlation file" },
 	{ "dump", cmd_dump, "print a correlation file (--json)" },
+	{ "merge", cmd_merge, "merge host and guest trace.dat files into one timeline in host time" },
+	{ "plot", cmd_plot, "draw a correlation file's mapping and vCPU placement as SVG" },
 	{ "convert", cmd_convert, "convert guest clock values to host time with a correlation file" },
 	{ "mark", cmd_mark, "guest: read the clocks, then exit to the host (CPUID) where it is traced" },
 	{ "records", cmd_records, "print every record from the rings (tracking, snapshots)" },

@@ -125,6 +125,12 @@ void json_u64(struct json_writer *w, const char *key, uint64_t value)
 	fprintf(w->out, "%" PRIu64, value);
 }
 
+void json_fixed3(struct json_writer *w, const char *key, uint64_t thousandths)
+{
+	json_prefix(w, key);
+	fprintf(w->out, "%" PRIu64 ".%03u", thousandths / 1000, (unsigned int)(thousandths % 1000));
+}
+
 void json_i64(struct json_writer *w, const char *key, int64_t value)
 {
 	json_prefix(w, key);

@@ -354,7 +354,7 @@ static int host_rec(const void *rec, size_t size, void *ctx)
 		if (!v)
 			return -ENOMEM;
 		v->tid = r.tid;
-		w = (struct hgsync_where){ r.hdr.tsc, r.host_cpu };
+		w = (struct hgsync_where){ r.hdr.tsc, r.host_cpu, 1 };
 		if (PUSH(v->where, v->nr_where, v->cap_where, w))
 			return -ENOMEM;
 		if (!(r.flags & HGCLOCK_VCPU_TSC_KNOWN))
@@ -380,6 +380,8 @@ static int host_rec(const void *rec, size_t size, void *ctx)
 		return PUSH(v->off, v->nr_off, v->cap_off, o);
 	}
 	case HGCLOCK_REC_VCPU_RUN:
+	case HGCLOCK_REC_VCPU_STOP:
+	case HGCLOCK_REC_VCPU_EXIT:
 	case HGCLOCK_REC_VCPU_MIGRATE: {
 		struct hgclock_rec_vcpu r;
 		struct hgsync_where w;
@@ -396,7 +398,8 @@ static int host_rec(const void *rec, size_t size, void *ctx)
 			v->migrations++;
 			return 0;
 		}
-		w = (struct hgsync_where){ r.hdr.tsc, (int32_t)r.hdr.cpu };
+		w = (struct hgsync_where){ r.hdr.tsc, (int32_t)r.hdr.cpu,
+					   h.type == HGCLOCK_REC_VCPU_RUN };
 		return PUSH(v->where, v->nr_where, v->cap_where, w);
 	}
 	default:
@@ -463,6 +466,35 @@ static int cmp_seg(const void *a, const void *b)
 	if (x->method != y->method)
 		return x->method < y->method ? -1 : 1;
 	return x->guest_start < y->guest_start ? -1 : x->guest_start > y->guest_start;
+}
+
+/*
+ * Sorts @g's segments (by clock, vCPU, method, then guest start) and
+ * indexes them for find_seg(): seg_maxend[i] is the largest guest_end of
+ * the segments of i's group up to i, so that a lookup walks back from
+ * the last segment starting at or before a value only while an earlier
+ * one can still cover it.  Segments change only through guest_build()
+ * and hgsync_load(), which both end here.
+ */
+static int index_segs(struct hgsync_guest *g)
+{
+	uint64_t *maxend;
+
+	if (g->nr_segs)	/* qsort()'s base must not be NULL, even for 0 elements */
+		qsort(g->segs, g->nr_segs, sizeof(*g->segs), cmp_seg);
+	maxend = realloc(g->seg_maxend, (g->nr_segs ? g->nr_segs : 1) * sizeof(*maxend));
+	if (!maxend)
+		return -ENOMEM;
+	g->seg_maxend = maxend;
+	for (size_t i = 0; i < g->nr_segs; i++) {
+		const struct hgcor_segment *a = &g->segs[i], *p = i ? &g->segs[i - 1] : NULL;
+		bool same = p && p->clock == a->clock && p->vcpu_id == a->vcpu_id &&
+			    p->method == a->method;
+
+		maxend[i] = same && maxend[i - 1] > a->guest_end ? maxend[i - 1] : a->guest_end;
+	}
+	g->indexed = 1;
+	return 0;
 }
 
 int hgsync_load(struct hgsync *s, const void *buf, size_t len, int flags, size_t *err_pos)
@@ -571,11 +603,13 @@ int hgsync_load(struct hgsync *s, const void *buf, size_t len, int flags, size_t
 		if (vc->nr_where)
 			qsort(vc->where, vc->nr_where, sizeof(*vc->where), cmp_where);
 	}
-	/* qsort()'s base must not be NULL, even for 0 elements */
-	for (unsigned int i = 0; i < s->nr_guests; i++)
-		if (s->guests[i].nr_segs)
-			qsort(s->guests[i].segs, s->guests[i].nr_segs,
-			      sizeof(struct hgcor_segment), cmp_seg);
+	for (unsigned int i = 0; i < s->nr_guests; i++) {
+		ret = index_segs(&s->guests[i]);
+		if (ret) {
+			hgsync_free(s);
+			return ret;
+		}
+	}
 	return 0;
 }
 
@@ -597,6 +631,7 @@ void hgsync_free(struct hgsync *s)
 		free(g->convs);
 		free(g->probes);
 		free(g->segs);
+		free(g->seg_maxend);
 	}
 	memset(s, 0, sizeof(*s));
 }
@@ -805,11 +840,14 @@ static int guest_build(struct hgsync *s, struct hgsync_guest *g)
 	int ret = 0;
 
 	g->nr_segs = 0;
+	g->indexed = 0;
 	g->kvm_checked = g->kvm_agree = 0;
 	if (g->vm.vm_pid > 0)
 		for (i = 0; i < s->nr_vcpus && !ret; i++)
 			if (s->vcpus[i].vm_pid == g->vm.vm_pid)
 				ret = kvm_segments(g, &s->vcpus[i]);
+	if (!ret)
+		ret = index_segs(g);
 	if (ret)
 		return ret;
 	/*
@@ -838,6 +876,8 @@ static int guest_build(struct hgsync *s, struct hgsync_guest *g)
 	}
 	for (i = 0; i < g->nr_segs; i++)
 		g->segs[i].nr_samples = (uint32_t)g->kvm_agree;
+	/* Probe segments join below: the index is stale until rebuilt. */
+	g->indexed = 0;
 
 	obs = malloc((g->nr_probes ? g->nr_probes : 1) * sizeof(*obs));
 	if (!obs)
@@ -860,9 +900,7 @@ static int guest_build(struct hgsync *s, struct hgsync_guest *g)
 			ret = probe_epochs(s, g, HGCOR_CLOCK_TSC, cpu, obs);
 	}
 	free(obs);
-	if (g->nr_segs)
-		qsort(g->segs, g->nr_segs, sizeof(*g->segs), cmp_seg);
-	return ret;
+	return ret ? ret : index_segs(g);
 }
 
 int hgsync_build(struct hgsync *s)
@@ -889,13 +927,48 @@ static const struct hgcor_segment *find_seg(const struct hgsync_guest *g, uint32
 					    uint32_t clock, int vcpu, uint64_t guest_value)
 {
 	const struct hgcor_segment *best = NULL;
+	size_t lo = 0, hi = g->nr_segs;
 
-	for (size_t i = 0; i < g->nr_segs; i++) {
+	if (!g->indexed) {
+		/* While guest_build() adds segments: a plain scan. */
+		for (size_t i = 0; i < g->nr_segs; i++) {
+			const struct hgcor_segment *seg = &g->segs[i];
+
+			if (seg->method != method || seg->clock != clock || seg->vcpu_id != vcpu)
+				continue;
+			if (guest_value >= seg->guest_start && guest_value < seg->guest_end &&
+			    (!best || seg->host_tsc_start > best->host_tsc_start))
+				best = seg;
+		}
+		return best;
+	}
+	/* The last segment ordered at or before (clock, vcpu, method, value). */
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		const struct hgcor_segment *m = &g->segs[mid];
+		int c;
+
+		if (m->clock != clock)
+			c = m->clock < clock ? -1 : 1;
+		else if (m->vcpu_id != vcpu)
+			c = m->vcpu_id < vcpu ? -1 : 1;
+		else if (m->method != method)
+			c = m->method < method ? -1 : 1;
+		else
+			c = m->guest_start <= guest_value ? -1 : 1;
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	/* Back through the group while an earlier segment can reach the value. */
+	for (size_t i = lo; i-- > 0;) {
 		const struct hgcor_segment *seg = &g->segs[i];
 
-		if (seg->method != method || seg->clock != clock || seg->vcpu_id != vcpu)
-			continue;
-		if (guest_value >= seg->guest_start && guest_value < seg->guest_end &&
+		if (seg->method != method || seg->clock != clock || seg->vcpu_id != vcpu ||
+		    g->seg_maxend[i] <= guest_value)
+			break;
+		if (guest_value < seg->guest_end &&
 		    (!best || seg->host_tsc_start > best->host_tsc_start))
 			best = seg;
 	}
@@ -988,6 +1061,7 @@ static int to_host_kvm(const struct hgsync *s, const struct hgsync_guest *g, int
 	host_tsc = hgsync_kvm_host_tsc(guest_tsc, seg->tsc_offset, seg->tsc_ratio,
 				       seg->tsc_frac_bits);
 	hcpu = host_cpu_at(s, g, vcpu, host_tsc);
+	r->host_tsc = host_tsc;
 	r->method = HGCOR_METHOD_KVM_EXACT;
 	r->seg = seg;
 	r->host_cpu = hcpu;
@@ -1067,6 +1141,103 @@ static int to_host_probe(const struct hgsync *s, const struct hgsync_guest *g, i
 	r->host_value = hgsync_probe_apply(seg, guest_value) + local_off_host;
 	r->bound_ns = seg->bound_ns;
 	r->host_cpu = -1;
+	if (clock == HGSYNC_CLOCK_TSC)
+		r->host_tsc = r->host_value;
+	else if (hgsync_host_to_tsc(s, -1, HGSYNC_CLOCK_SCHED, r->host_value - local_off_host,
+				    &r->host_tsc))
+		r->host_tsc = 0;
+	return 0;
+}
+
+int hgsync_vcpu_place(const struct hgsync *s, uint32_t guest_id, int vcpu, uint64_t host_tsc,
+		      struct hgsync_place *p)
+{
+	const struct hgsync_guest *g;
+
+	*p = (struct hgsync_place){ -1, -1, 0, 0, UINT64_MAX };
+	if (guest_id >= s->nr_guests)
+		return -ENOENT;
+	g = &s->guests[guest_id];
+	for (size_t i = 0; i < s->nr_vcpus; i++) {
+		const struct hgsync_vcpu *v = &s->vcpus[i];
+		size_t lo = 0, hi = v->nr_where;
+
+		if (v->vm_pid != g->vm.vm_pid || v->vcpu_id != vcpu)
+			continue;
+		p->tid = v->tid;
+		if (!v->nr_where)
+			return 0;
+		while (hi - lo > 1) {
+			size_t mid = lo + (hi - lo) / 2;
+
+			if (v->where[mid].host_tsc <= host_tsc)
+				lo = mid;
+			else
+				hi = mid;
+		}
+		if (v->where[lo].host_tsc > host_tsc) {
+			p->until_tsc = v->where[lo].host_tsc;
+			return 0;
+		}
+		p->host_cpu = v->where[lo].host_cpu;
+		p->running = v->where[lo].running;
+		p->since_tsc = v->where[lo].host_tsc;
+		if (lo + 1 < v->nr_where)
+			p->until_tsc = v->where[lo + 1].host_tsc;
+		return 0;
+	}
+	return -ENOENT;
+}
+
+/* The conversion of @host_cpu (else any CPU's) in force at @key. */
+static const struct hgclock_rec_cyc2ns *host_conv_at(const struct hgsync *s, int host_cpu,
+						     uint64_t key, bool by_ns)
+{
+	const struct hgclock_rec_cyc2ns *c = NULL;
+
+	if (host_cpu >= 0 && (unsigned int)host_cpu < s->nr_host_cpus)
+		c = conv_at(&s->host_convs[host_cpu], key, by_ns);
+	for (unsigned int i = 0; (!c || !(c->conv.flags & HGCLOCK_CONV_VALID)) &&
+				 i < s->nr_host_cpus; i++)
+		c = conv_at(&s->host_convs[i], key, by_ns);
+	return c && (c->conv.flags & HGCLOCK_CONV_VALID) ? c : NULL;
+}
+
+int hgsync_host_from_tsc(const struct hgsync *s, int host_cpu, uint32_t clock, uint64_t host_tsc,
+			 uint64_t *value)
+{
+	const struct hgclock_rec_cyc2ns *c;
+
+	if (clock == HGSYNC_CLOCK_TSC) {
+		*value = host_tsc;
+		return 0;
+	}
+	c = host_conv_at(s, host_cpu, host_tsc, false);
+	if (!c || (clock == HGSYNC_CLOCK_LOCAL && !(c->conv.flags & HGCLOCK_CONV_LOCAL_OFFSET)))
+		return -ENODATA;
+	*value = hgclock_conv_apply(&c->conv, host_tsc) +
+		 (clock == HGSYNC_CLOCK_LOCAL ? c->conv.local_offset_ns : 0);
+	return 0;
+}
+
+int hgsync_host_to_tsc(const struct hgsync *s, int host_cpu, uint32_t clock, uint64_t value,
+		       uint64_t *host_tsc)
+{
+	const struct hgclock_rec_cyc2ns *c;
+
+	if (clock == HGSYNC_CLOCK_TSC) {
+		*host_tsc = value;
+		return 0;
+	}
+	c = host_conv_at(s, host_cpu, value, true);
+	if (!c)
+		return -ENODATA;
+	if (clock == HGSYNC_CLOCK_LOCAL) {
+		if (!(c->conv.flags & HGCLOCK_CONV_LOCAL_OFFSET))
+			return -ENODATA;
+		value -= c->conv.local_offset_ns;
+	}
+	*host_tsc = hgsync_conv_invert(&c->conv, value);
 	return 0;
 }
 

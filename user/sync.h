@@ -44,10 +44,14 @@ struct hgsync_offset {
 	uint64_t prev_offset;
 };
 
-/* The host CPU a vCPU thread runs on from @host_tsc on. */
+/*
+ * Where a vCPU thread is from @host_tsc on: running on @host_cpu (a RUN
+ * or SEEN record), or stopped, last on @host_cpu (STOP, EXIT).
+ */
 struct hgsync_where {
 	uint64_t host_tsc;
 	int32_t host_cpu;
+	int32_t running;
 };
 
 /* A host vCPU thread, from the host's tracking records. */
@@ -73,6 +77,8 @@ struct hgsync_guest {
 	size_t nr_probes, cap_probes;
 	struct hgcor_segment *segs;	/* chosen mapping, sorted */
 	size_t nr_segs, cap_segs;
+	uint64_t *seg_maxend;		/* find_seg() index, see index_segs() */
+	int indexed;
 	uint64_t kvm_checked, kvm_agree; /* probes checked against KVM exact */
 };
 
@@ -110,6 +116,7 @@ struct hgsync_result {
 	uint64_t bound_ns;	/* |error| bound, HGSYNC_NO_BOUND if none */
 	uint32_t method;	/* HGCOR_METHOD_* used */
 	int32_t host_cpu;	/* where the vCPU ran then, -1 if unknown */
+	uint64_t host_tsc;	/* the host TSC of host_value, 0 if unknown */
 	const struct hgcor_segment *seg;
 };
 
@@ -123,6 +130,32 @@ int hgsync_to_host(const struct hgsync *s, uint32_t guest_id, int vcpu, uint32_t
 /* The same with one method only (HGCOR_METHOD_*), 0 for the best. */
 int hgsync_to_host_by(const struct hgsync *s, uint32_t guest_id, int vcpu, uint32_t clock,
 		      uint64_t guest_value, uint32_t method, struct hgsync_result *r);
+
+/* Where a vCPU was at a host instant (hgsync_vcpu_place()). */
+struct hgsync_place {
+	int32_t host_cpu;	/* -1: unknown (no tracking record before) */
+	int32_t tid;		/* the vCPU's host thread, -1 unknown */
+	int32_t running;	/* 1: on host_cpu; 0: stopped, last on it */
+	uint64_t since_tsc;	/* host TSC of the record that put it there */
+	uint64_t until_tsc;	/* host TSC of the next record, UINT64_MAX none */
+};
+
+/*
+ * Where vCPU @vcpu of guest @guest_id was at host TSC @host_tsc, from the
+ * host's tracking records.  0, or -ENOENT (no such vCPU thread known).
+ */
+int hgsync_vcpu_place(const struct hgsync *s, uint32_t guest_id, int vcpu, uint64_t host_tsc,
+		      struct hgsync_place *p);
+
+/*
+ * Converts between the host's TSC and its clock @clock (HGSYNC_CLOCK_*)
+ * with the conversion of host CPU @host_cpu in force then (any CPU's when
+ * @host_cpu is -1 or has none).  0, or -ENODATA.
+ */
+int hgsync_host_from_tsc(const struct hgsync *s, int host_cpu, uint32_t clock, uint64_t host_tsc,
+			 uint64_t *value);
+int hgsync_host_to_tsc(const struct hgsync *s, int host_cpu, uint32_t clock, uint64_t value,
+		       uint64_t *host_tsc);
 
 /* ---- pure helpers (unit tested) ---- */
 

@@ -21,14 +21,8 @@ series=${HGCLOCK_SYNC_KERNEL:-6.12}
 kver=$(vm_series_kernel "$series")
 [ -n "$kver" ] || { echo "bench: no installed $series kernel" >&2; exit 1; }
 tools/build-module.sh "/usr/src/linux-headers-$kver" "$build/module" >/dev/null || exit 1
-command -v trace-cmd >/dev/null || { echo "bench: trace-cmd missing (tools/deps.sh)" >&2; exit 1; }
 # trace-cmd and its libraries join the guest's initramfs.
-files=(--guest-file "$(command -v trace-cmd):bin/trace-cmd")
-while read -r lib; do
-	files+=(--guest-file "$lib:${lib#/}")
-done < <(ldd "$(command -v trace-cmd)" | awk '/=> \//{print $3}'
-	 # dlopen()ed by glibc for pthread_exit, not listed by ldd.
-	 ls /lib/x86_64-linux-gnu/libgcc_s.so.1 2>/dev/null)
+mapfile -t files < <(vm_tracecmd_guest_files) && [ ${#files[@]} -gt 0 ] || exit 1
 status=0
 for scenario in ${HGCLOCK_SYNC_SCENARIOS:-steady moving}; do
 	case $scenario in

@@ -371,3 +371,18 @@ vm_qemu_cmd() {
 	done
 	VM_QEMU+=("${VM_QEMU_EXTRA[@]}")
 }
+
+# vm_tracecmd_guest_files: "--guest-file SRC:DST" pairs (one word a line)
+# that put trace-cmd and its libraries into the nested guest's initramfs.
+vm_tracecmd_guest_files() {
+	local tc lib
+
+	tc=$(command -v trace-cmd) || { vm_msg "trace-cmd missing (tools/deps.sh)"; return 1; }
+	echo --guest-file
+	echo "$tc:bin/trace-cmd"
+	# libgcc_s: dlopen()ed by glibc for pthread_exit, not listed by ldd.
+	for lib in $(ldd "$tc" | awk '/=> \//{print $3}') $(ls /lib/x86_64-linux-gnu/libgcc_s.so.1 2>/dev/null); do
+		echo --guest-file
+		echo "$lib:${lib#/}"
+	done
+}

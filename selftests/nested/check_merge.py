@@ -1,0 +1,155 @@
+#!/usr/bin/env python3
+"""Checks hgclock merge on a real host/guest recording (merge-host.sh).
+
+Usage: check_merge.py HGCLOCK DIR
+
+DIR holds merge.hgc (hgclock record), host.dat and host-guest.dat
+(trace-cmd record -A) and vcpu-tids ("vcpu tid" from qemu's thread
+names).  Runs hgclock merge, then checks every converted guest event
+against the host's own trace, which hgclock did not write: a guest event
+can only happen while its vCPU is in guest mode, i.e. between a
+kvm_entry and the next kvm_exit of its vCPU thread on the host, and on
+the host CPU of that kvm_entry.  Prints TAP lines (merge.*).
+"""
+import decimal
+import json
+import os
+import subprocess
+import sys
+
+n = 0
+failed = 0
+
+
+def tap(ok, name, why=""):
+    global n, failed
+    n += 1
+    if not ok:
+        failed += 1
+    print(("ok" if ok else "not ok") + " %d merge.%s%s" % (n, name, (" # " + why) if why and not ok else ""))
+    if why and ok:
+        print("# %s: %s" % (name, why))
+
+
+def ns(v):
+    return int(decimal.Decimal(v) * 1000)
+
+
+def main():
+    tool, d = sys.argv[1], sys.argv[2]
+    corr, host, guest = (os.path.join(d, f) for f in ("merge.hgc", "host.dat", "host-guest.dat"))
+    txt, js = os.path.join(d, "merged.txt"), os.path.join(d, "merged.json")
+    p = subprocess.run([tool, "merge", corr, host, guest, "-o", txt, "--json", js, "--no-progress"],
+                       capture_output=True, text=True)
+    print("# " + p.stderr.strip().replace("\n", "\n# "))
+    tap(p.returncode == 0, "runs", "exit %d" % p.returncode)
+    if p.returncode:
+        return
+    with open(js) as f:
+        trace = json.load(f, parse_float=decimal.Decimal)
+    tap(True, "json_loads", "%d trace events" % len(trace["traceEvents"]))
+
+    tids = {}
+    with open(os.path.join(d, "vcpu-tids")) as f:
+        for line in f:
+            v, t = line.split()
+            tids[int(t)] = int(v)
+
+    # The host's KVM entries and exits per vCPU thread, in host time.
+    kvm = {v: [] for v in tids.values()}
+    guest = []
+    host_cpus = {v: set() for v in tids.values()}
+    nhost = 0
+    for e in trace["traceEvents"]:
+        if e.get("ph") != "i":
+            continue
+        if e["pid"] == 1:
+            nhost += 1
+            a = e["args"]
+            if e["name"] in ("kvm_entry", "kvm_exit") and a["pid"] in tids:
+                v = tids[a["pid"]]
+                kvm[v].append((ns(e["ts"]), e["name"] == "kvm_entry", e["tid"]))
+                host_cpus[v].add(e["tid"])
+        elif e["pid"] == 100:
+            guest.append(e)
+    for v in kvm:
+        kvm[v].sort(key=lambda x: x[0])
+    tap(len(guest) >= 100, "guest_events", "%d guest events, %d host events" % (len(guest), nhost))
+    unmapped = [e for e in guest if e["args"].get("mapping") == "none"]
+    tap(not unmapped, "all_mapped", "%d of %d guest events unmapped" % (len(unmapped), len(guest)))
+    moved = all(len(c) >= 2 for c in host_cpus.values()) and host_cpus
+    tap(bool(moved), "vcpus_moved",
+        "host CPUs per vCPU: " + ", ".join("v%d %s" % (v, sorted(c)) for v, c in host_cpus.items()))
+
+    import bisect
+    keys = {v: [k[0] for k in kvm[v]] for v in kvm}
+    inside = outside = cpu_ok = cpu_bad = edge = 0
+    examples = []
+    for e in guest:
+        v, t = e["tid"], ns(e["ts"])
+        if v not in keys or not keys[v]:
+            edge += 1
+            continue
+        i = bisect.bisect_right(keys[v], t) - 1
+        if i < 0 or i + 1 >= len(keys[v]):
+            edge += 1           # before the host's first or after its last KVM event
+            continue
+        ts0, entry, cpu = kvm[v][i]
+        ts1, entry1, _ = kvm[v][i + 1]
+        if entry and not entry1:
+            inside += 1
+            if e["args"]["host_cpu"] == cpu:
+                cpu_ok += 1
+            else:
+                cpu_bad += 1
+                if len(examples) < 5:
+                    examples.append("v%d at %d: annotated host CPU %s, kvm_entry on %d" %
+                                    (v, t, e["args"]["host_cpu"], cpu))
+        else:
+            outside += 1
+            if len(examples) < 5:
+                examples.append("v%d at %d (+-%s ns) outside guest mode: previous %s at %d, next %s at %d" %
+                                (v, t, e["args"].get("bound_ns"), "entry" if entry else "exit", ts0,
+                                 "entry" if entry1 else "exit", ts1))
+    for x in examples:
+        print("# " + x)
+    checked = inside + outside
+    tap(checked >= 0.9 * len(guest) and checked > 0, "checked_against_host",
+        "%d of %d guest events inside the host trace's span (%d at its edges)" % (checked, len(guest), edge))
+    tap(outside == 0 and checked > 0, "inside_guest_mode",
+        "%d guest events between their vCPU's kvm_entry and kvm_exit, %d outside" % (inside, outside))
+    tap(cpu_bad == 0 and cpu_ok > 0, "host_cpu_matches_kvm_entry",
+        "%d guest events on the host CPU of their kvm_entry, %d not" % (cpu_ok, cpu_bad))
+
+    # The text timeline: one line per event (plus drop notices), host order.
+    last, lines, back = 0, 0, 0
+    with open(txt) as f:
+        for line in f:
+            if "EVENTS DROPPED]" in line:
+                continue
+            lines += 1
+            t = line.split("]", 1)[1].split(":", 1)[0].strip()
+            s, frac = t.split(".")
+            v = int(s) * 10**9 + int(frac)
+            if v < last:
+                back += 1
+            last = max(last, v)
+    nev = sum(1 for e in trace["traceEvents"] if e.get("ph") == "i")
+    tap(lines == nev, "text_has_every_event", "%d text lines, %d JSON events" % (lines, nev))
+    tap(back == 0, "text_in_host_order", "%d lines earlier than the one before" % back)
+    # Nothing lost: as many events as trace-cmd report shows for each file.
+    for name, path, want in (("host", host, nhost), ("guest", guest_path(d), len(guest))):
+        r = subprocess.run(["trace-cmd", "report", "-i", path], capture_output=True, text=True)
+        count = sum(1 for l in r.stdout.splitlines() if l.strip() and not l.startswith("cpus=")
+                    and "EVENTS DROPPED" not in l)
+        tap(r.returncode == 0 and count == want, "no_event_lost_" + name,
+            "trace-cmd report: %d events, hgclock merge: %d" % (count, want))
+
+
+def guest_path(d):
+    return os.path.join(d, "host-guest.dat")
+
+
+if __name__ == "__main__":
+    main()
+    sys.exit(1 if failed else 0)

@@ -1,0 +1,29 @@
+# Guest side of the merge scenario (tools/vm/nested GUEST_SCRIPT): the
+# hgclock agent and trace-cmd's agent serve the host; a light workload on
+# each vCPU gives the guest's trace scheduler events all along.
+echo "guest: kernel $(uname -r)"
+events=${HGCLOCK_MERGE_GUEST_EVENTS:--e sched:sched_switch -e sched:sched_wakeup}
+# Enable the traced events once, now (see merge-host.sh).
+hold=/sys/kernel/tracing/instances/hold
+mkdir -p $hold
+for ev in $events; do
+	case $ev in
+	-e) ;;
+	*:*) echo 1 >"$hold/events/${ev%%:*}/${ev#*:}/enable" ;;
+	*) echo 1 >"$hold/events/$ev/enable" ;;
+	esac
+done
+insmod /hgclock.ko || exit 1
+hgclock agent --once --duration 900 2>/tmp/agent.log &
+agent=$!
+trace-cmd agent >/tmp/tc-agent.log 2>&1 &
+tcagent=$!
+for cpu in 0 1; do
+	taskset -c $cpu sh -c 'while :; do sleep 0.01; done' &
+done
+echo "GUEST-WAITING"
+host_wait DONE || exit 1
+kill $agent $tcagent 2>/dev/null
+wait $agent
+sed 's/^/guest: agent: /' /tmp/agent.log | tail -n 3
+echo "guest: done"

@@ -1,0 +1,147 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * hgclock merge: host and guest trace.dat files (libtracecmd) merged
+ * into one timeline in host time, each guest event converted through its
+ * vCPU's mapping (user/sync.h) and annotated with the host CPU and
+ * thread that ran the vCPU then.  Documentation/merge.rst.
+ *
+ * Streaming: every CPU of every input is one stream, read record by
+ * record; a heap keyed by host time picks the next event.  Memory is one
+ * record (and libtracecmd's page) per stream, whatever the trace length.
+ */
+#ifndef HGCLOCK_MERGE_H
+#define HGCLOCK_MERGE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "json.h"
+#include "sync.h"
+
+struct tracecmd_input;
+struct tep_handle;
+struct tep_record;
+struct tep_event;
+
+#define HGM_MAX_INPUTS	(1 + HGSYNC_MAX_GUESTS)
+
+/* hgm_event.flags */
+#define HGM_EV_UNMAPPED		(1u << 0) /* no mapping covers its time: raw_ts only */
+#define HGM_EV_NO_HOST_CPU	(1u << 1) /* no tracking record says where its vCPU was */
+#define HGM_EV_NOT_RUNNING	(1u << 2) /* the records say its vCPU thread was stopped */
+#define HGM_EV_CPU_UNSURE	(1u << 3) /* a migration lies within the mapping's bound */
+
+/* One input file. */
+struct hgm_input {
+	const char *path;
+	struct tracecmd_input *handle;
+	struct tep_handle *tep;
+	int guest;		/* -1: the host; else the guest's id in the correlation */
+	uint32_t clock;		/* HGSYNC_CLOCK_* of its timestamps */
+	const char *clock_name;	/* as trace-cmd recorded it */
+	int nr_cpus;
+	uint64_t nr_events, nr_unmapped, nr_no_cpu, nr_dropped;
+};
+
+/* One event, as the merge hands it to an output. */
+struct hgm_event {
+	const struct hgm_input *in;
+	struct tep_record *rec;
+	struct tep_event *event;	/* NULL when its format is unknown */
+	int cpu;			/* the CPU it was traced on (guest: its vCPU) */
+	uint64_t raw_ts;		/* its own clock */
+	uint64_t host_ts;		/* host clock (= raw_ts on the host) */
+	uint32_t flags;			/* HGM_EV_* */
+	/* guest events only: */
+	uint32_t method;		/* HGCOR_METHOD_* */
+	uint64_t bound_ns;
+	int32_t host_cpu;		/* -1 unknown */
+	int32_t host_tid;		/* the vCPU's host thread, -1 unknown */
+};
+
+struct hgm_options {
+	uint32_t method;		/* 0 best, else HGCOR_METHOD_* only */
+	bool progress;			/* a progress line on stderr */
+};
+
+struct hgm_stream;
+
+struct hgm {
+	const struct hgsync *sync;
+	struct hgm_options opt;
+	struct hgm_input in[HGM_MAX_INPUTS];
+	int nr_in;
+	struct hgm_stream *streams;
+	int nr_streams;
+	struct hgm_stream **heap;
+	int heap_len;
+	uint64_t first_ts, last_ts;	/* host-clock span, for progress */
+	uint64_t nr_events;
+	uint64_t max_bound_ns;		/* over mapped guest events */
+	uint64_t by_method[4];
+	uint32_t host_clock;		/* the clock of the host input, or of the guests */
+	bool has_host;
+};
+
+/*
+ * Opens @path as the host's trace (@guest -1) or guest @guest's.  The
+ * timestamps are read raw (a TimeShift that trace-cmd record -A stored
+ * is ignored: the correlation replaces it).  0, or -1 with a message in
+ * @err (@err_len bytes).
+ */
+int hgm_add_input(struct hgm *m, const char *path, int guest, char *err, size_t err_len);
+
+/*
+ * Checks the inputs against the correlation @sync (clocks it can map,
+ * guests it knows) and prepares the streams.  0, or -1 with @err.
+ */
+int hgm_start(struct hgm *m, const struct hgsync *sync, const struct hgm_options *opt,
+	      char *err, size_t err_len);
+
+/*
+ * Hands every event, in host time order, to @emit (which returns 0 to go
+ * on, else stops the merge with that value).  Returns 0 or @emit's value.
+ */
+int hgm_run(struct hgm *m, int (*emit)(void *ctx, const struct hgm_event *ev), void *ctx);
+
+void hgm_close(struct hgm *m);
+
+/* The host-clock value as text: "sec.nanoseconds", or a count for x86-tsc. */
+void hgm_format_ts(char *buf, size_t len, uint32_t clock, uint64_t ts);
+
+/* ---- outputs (merge_out.c) ---- */
+
+/* Text in trace-cmd report's style; guest lines tagged (Documentation/merge.rst). */
+struct hgm_text {
+	FILE *out;
+	struct trace_seq *seq;
+};
+int hgm_text_init(struct hgm_text *t, FILE *out);
+int hgm_text_event(void *ctx, const struct hgm_event *ev);
+void hgm_text_free(struct hgm_text *t);
+
+/*
+ * Chrome/Perfetto JSON trace: a process per machine, a track per host
+ * CPU and per guest vCPU, guest events on their vCPU's track, and the
+ * vCPU threads' runs as slices on the host CPU tracks.
+ */
+struct hgm_json {
+	struct json_writer w;
+	const struct hgm *m;
+	struct trace_seq *seq;
+	uint64_t min_ns, max_ns;	/* the span written, in host ns */
+};
+int hgm_json_begin(struct hgm_json *j, FILE *out, const struct hgm *m);
+int hgm_json_event(void *ctx, const struct hgm_event *ev);
+/* Adds the vCPU runs within the span written, closes the JSON. */
+int hgm_json_end(struct hgm_json *j);
+
+/* Both outputs at once (either may be NULL). */
+struct hgm_outputs {
+	struct hgm_text *text;
+	struct hgm_json *json;
+};
+int hgm_outputs_event(void *ctx, const struct hgm_event *ev);
+
+#endif /* HGCLOCK_MERGE_H */

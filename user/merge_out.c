@@ -1,0 +1,324 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * hgclock merge's outputs: text lines in trace-cmd report's style with
+ * guest lines tagged, and a Chrome/Perfetto JSON trace.  Both write as
+ * the events come: nothing is kept per event.
+ */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event-parse.h>
+#include <trace-seq.h>
+
+#include "merge.h"
+
+static const char *event_info(struct trace_seq *seq, const struct hgm_event *ev)
+{
+	trace_seq_reset(seq);
+	if (ev->event)
+		tep_print_event(ev->in->tep, seq, ev->rec, "%s", TEP_PRINT_INFO);
+	else
+		trace_seq_printf(seq, "[unknown event, %d bytes]", ev->rec->size);
+	trace_seq_terminate(seq);
+	while (seq->len && seq->buffer[seq->len - 1] == '\n')
+		seq->buffer[--seq->len] = '\0';
+	return seq->buffer;
+}
+
+static const char *event_name(const struct hgm_event *ev)
+{
+	return ev->event ? ev->event->name : "unknown";
+}
+
+/* ---- text ---- */
+
+int hgm_text_init(struct hgm_text *t, FILE *out)
+{
+	t->out = out;
+	t->seq = malloc(sizeof(*t->seq));
+	if (!t->seq)
+		return -1;
+	trace_seq_init(t->seq);
+	return 0;
+}
+
+void hgm_text_free(struct hgm_text *t)
+{
+	if (t->seq) {
+		trace_seq_destroy(t->seq);
+		free(t->seq);
+		t->seq = NULL;
+	}
+}
+
+/*
+ * host       <comm>-<pid> [CPU] TIME: EVENT: INFO
+ * gG vV hHHH <comm>-<pid> [vCPU] TIME: EVENT: INFO  {tid T, +-B ns, METHOD}
+ *
+ * TIME is the host's clock.  A guest line's tag names its guest, vCPU
+ * and the host CPU that ran the vCPU ("h---": unknown); its braces carry
+ * the vCPU's host thread, the mapping's error bound and its method, or
+ * what is wrong with it.
+ */
+int hgm_text_event(void *ctx, const struct hgm_event *ev)
+{
+	struct hgm_text *t = ctx;
+	struct tep_handle *tep = ev->in->tep;
+	int pid = tep_data_pid(tep, ev->rec);
+	const char *comm = tep_data_comm_from_pid(tep, pid);
+	const char *info = event_info(t->seq, ev);
+	char tag[32], ts[32];
+
+	if (ev->in->guest < 0) {
+		snprintf(tag, sizeof(tag), "host");
+	} else if (ev->host_cpu >= 0) {
+		snprintf(tag, sizeof(tag), "g%d v%d h%03d", ev->in->guest, ev->cpu, ev->host_cpu);
+	} else {
+		snprintf(tag, sizeof(tag), "g%d v%d h---", ev->in->guest, ev->cpu);
+	}
+	if (ev->rec->missed_events > 0)
+		fprintf(t->out, "%-12s CPU:%d [%lld EVENTS DROPPED]\n", tag, ev->cpu,
+			ev->rec->missed_events);
+	else if (ev->rec->missed_events < 0)
+		fprintf(t->out, "%-12s CPU:%d [EVENTS DROPPED]\n", tag, ev->cpu);
+	hgm_format_ts(ts, sizeof(ts), ev->in->clock, ev->host_ts);
+	fprintf(t->out, "%-12s %16s-%-5d [%03d] %s: %-20s %s", tag, comm, pid, ev->cpu, ts,
+		event_name(ev), info);
+	if (ev->in->guest >= 0) {
+		if (ev->flags & HGM_EV_UNMAPPED) {
+			hgm_format_ts(ts, sizeof(ts), ev->in->clock, ev->raw_ts);
+			fprintf(t->out, "  {UNMAPPED: guest time %s}", ts);
+		} else {
+			fprintf(t->out, "  {tid %d, +-%" PRIu64 " ns, %s%s%s%s}", ev->host_tid,
+				ev->bound_ns, hgsync_method_name(ev->method),
+				ev->flags & HGM_EV_NO_HOST_CPU ? ", NO-HOST-CPU" : "",
+				ev->flags & HGM_EV_NOT_RUNNING ? ", NOT-RUNNING" : "",
+				ev->flags & HGM_EV_CPU_UNSURE ? ", CPU-UNSURE" : "");
+		}
+	}
+	if (fputc('\n', t->out) == EOF)
+		return -1;
+	return 0;
+}
+
+/* ---- JSON ---- */
+
+#define HGM_JSON_HOST_PID	1
+#define HGM_JSON_GUEST_PID	100	/* + guest id */
+
+/* Host clock value -> host ns (the JSON's time base). */
+static uint64_t json_ns(const struct hgm *m, uint64_t host_ts)
+{
+	uint64_t khz = m->sync->host_info.tsc_khz;
+
+	if (m->host_clock != HGSYNC_CLOCK_TSC)
+		return host_ts;
+	if (!khz)
+		return host_ts;
+	return (uint64_t)((unsigned __int128)host_ts * 1000000 / khz);
+}
+
+static void json_meta(struct json_writer *w, const char *what, int pid, int tid,
+		      const char *name, int sort)
+{
+	char buf[128];
+
+	json_begin_object(w, NULL);
+	json_string(w, "ph", "M");
+	json_string(w, "name", what);
+	json_i64(w, "pid", pid);
+	if (tid >= 0)
+		json_i64(w, "tid", tid);
+	json_begin_object(w, "args");
+	if (name) {
+		json_string(w, "name", name);
+	} else {
+		snprintf(buf, sizeof(buf), "%d", sort);
+		json_i64(w, "sort_index", sort);
+	}
+	json_end_object(w);
+	json_end_object(w);
+}
+
+int hgm_json_begin(struct hgm_json *j, FILE *out, const struct hgm *m)
+{
+	char name[512];
+
+	memset(j, 0, sizeof(*j));
+	j->m = m;
+	j->min_ns = UINT64_MAX;
+	j->seq = malloc(sizeof(*j->seq));
+	if (!j->seq)
+		return -1;
+	trace_seq_init(j->seq);
+	json_init(&j->w, out, false);
+	json_begin_object(&j->w, NULL);
+	json_string(&j->w, "displayTimeUnit", "ns");
+	json_begin_object(&j->w, "otherData");
+	json_string(&j->w, "generator", "hgclock merge");
+	json_string(&j->w, "clock", m->in[0].clock_name);
+	json_end_object(&j->w);
+	json_begin_array(&j->w, "traceEvents");
+	for (int i = 0; i < m->nr_in; i++) {
+		const struct hgm_input *in = &m->in[i];
+		int pid = in->guest < 0 ? HGM_JSON_HOST_PID : HGM_JSON_GUEST_PID + in->guest;
+
+		if (in->guest < 0)
+			snprintf(name, sizeof(name), "host (%s)", in->path);
+		else
+			snprintf(name, sizeof(name), "guest %d (%s)", in->guest, in->path);
+		json_meta(&j->w, "process_name", pid, -1, name, 0);
+		json_meta(&j->w, "process_sort_index", pid, -1, NULL, in->guest + 1);
+		for (int c = 0; c < in->nr_cpus; c++) {
+			snprintf(name, sizeof(name), in->guest < 0 ? "CPU %d" : "vCPU %d", c);
+			json_meta(&j->w, "thread_name", pid, c, name, 0);
+		}
+	}
+	/* Host CPUs that ran vCPUs but have no host trace: name them too. */
+	if (!m->has_host) {
+		json_meta(&j->w, "process_name", HGM_JSON_HOST_PID, -1, "host CPUs (tracking only)", 0);
+		for (unsigned int c = 0; c < m->sync->nr_host_cpus; c++) {
+			snprintf(name, sizeof(name), "CPU %u", c);
+			json_meta(&j->w, "thread_name", HGM_JSON_HOST_PID, (int)c, name, 0);
+		}
+	}
+	return ferror(out) ? -1 : 0;
+}
+
+int hgm_json_event(void *ctx, const struct hgm_event *ev)
+{
+	struct hgm_json *j = ctx;
+	struct json_writer *w = &j->w;
+	struct tep_handle *tep = ev->in->tep;
+	int pid = tep_data_pid(tep, ev->rec);
+	uint64_t ns = json_ns(j->m, ev->host_ts);
+
+	if (!(ev->flags & HGM_EV_UNMAPPED)) {
+		if (ns < j->min_ns)
+			j->min_ns = ns;
+		if (ns > j->max_ns)
+			j->max_ns = ns;
+	}
+	json_begin_object(w, NULL);
+	json_string(w, "ph", "i");
+	json_string(w, "s", "t");
+	json_string(w, "name", event_name(ev));
+	json_string(w, "cat", ev->event && ev->event->system ? ev->event->system : "ftrace");
+	json_i64(w, "pid", ev->in->guest < 0 ? HGM_JSON_HOST_PID : HGM_JSON_GUEST_PID + ev->in->guest);
+	json_i64(w, "tid", ev->cpu);
+	json_fixed3(w, "ts", ns);
+	json_begin_object(w, "args");
+	json_string(w, "comm", tep_data_comm_from_pid(tep, pid));
+	json_i64(w, "pid", pid);
+	json_string(w, "info", event_info(j->seq, ev));
+	if (ev->in->guest >= 0) {
+		json_u64(w, "guest_ts", ev->raw_ts);
+		json_i64(w, "host_cpu", ev->host_cpu);
+		json_i64(w, "host_tid", ev->host_tid);
+		if (ev->flags & HGM_EV_UNMAPPED) {
+			json_string(w, "mapping", "none");
+		} else {
+			json_string(w, "mapping", hgsync_method_name(ev->method));
+			json_u64(w, "bound_ns", ev->bound_ns);
+		}
+		if (ev->flags & (HGM_EV_NO_HOST_CPU | HGM_EV_NOT_RUNNING | HGM_EV_CPU_UNSURE)) {
+			char f[64];
+
+			snprintf(f, sizeof(f), "%s%s%s",
+				 ev->flags & HGM_EV_NO_HOST_CPU ? "no-host-cpu " : "",
+				 ev->flags & HGM_EV_NOT_RUNNING ? "not-running " : "",
+				 ev->flags & HGM_EV_CPU_UNSURE ? "cpu-unsure " : "");
+			f[strlen(f) - 1] = '\0';
+			json_string(w, "flags", f);
+		}
+	}
+	if (ev->rec->missed_events)
+		json_i64(w, "dropped_before", ev->rec->missed_events);
+	json_end_object(w);
+	json_end_object(w);
+	return ferror(w->out) ? -1 : 0;
+}
+
+/* One vCPU thread's runs on the host CPU tracks, clipped to the span. */
+static void json_vcpu_runs(struct hgm_json *j, const struct hgm_input *in,
+			   const struct hgsync_vcpu *v)
+{
+	const struct hgm *m = j->m;
+	char name[64];
+
+	snprintf(name, sizeof(name), "g%d vCPU %d", in->guest, v->vcpu_id);
+	for (size_t i = 0; i < v->nr_where; i++) {
+		const struct hgsync_where *a = &v->where[i];
+		uint64_t t0, t1, end_tsc;
+
+		if (!a->running || a->host_cpu < 0)
+			continue;
+		end_tsc = i + 1 < v->nr_where ? v->where[i + 1].host_tsc : UINT64_MAX;
+		if (hgsync_host_from_tsc(m->sync, a->host_cpu, m->host_clock, a->host_tsc, &t0))
+			continue;
+		t0 = json_ns(m, t0);
+		if (end_tsc == UINT64_MAX ||
+		    hgsync_host_from_tsc(m->sync, a->host_cpu, m->host_clock, end_tsc, &t1))
+			t1 = j->max_ns;
+		else
+			t1 = json_ns(m, t1);
+		if (t0 < j->min_ns)
+			t0 = j->min_ns;
+		if (t1 > j->max_ns)
+			t1 = j->max_ns;
+		if (t1 <= t0)
+			continue;
+		json_begin_object(&j->w, NULL);
+		json_string(&j->w, "ph", "X");
+		json_string(&j->w, "name", name);
+		json_string(&j->w, "cat", "vcpu");
+		json_i64(&j->w, "pid", HGM_JSON_HOST_PID);
+		json_i64(&j->w, "tid", a->host_cpu);
+		json_fixed3(&j->w, "ts", t0);
+		json_fixed3(&j->w, "dur", t1 - t0);
+		json_begin_object(&j->w, "args");
+		json_i64(&j->w, "guest", in->guest);
+		json_i64(&j->w, "vcpu", v->vcpu_id);
+		json_i64(&j->w, "host_tid", v->tid);
+		json_end_object(&j->w);
+		json_end_object(&j->w);
+	}
+}
+
+int hgm_json_end(struct hgm_json *j)
+{
+	const struct hgm *m = j->m;
+	const struct hgsync *s = m->sync;
+
+	if (j->min_ns <= j->max_ns)
+		for (int i = 0; i < m->nr_in; i++) {
+			const struct hgm_input *in = &m->in[i];
+
+			if (in->guest < 0 || s->guests[in->guest].vm.vm_pid <= 0)
+				continue;
+			for (size_t k = 0; k < s->nr_vcpus; k++)
+				if (s->vcpus[k].vm_pid == s->guests[in->guest].vm.vm_pid &&
+				    s->vcpus[k].vcpu_id >= 0)
+					json_vcpu_runs(j, in, &s->vcpus[k]);
+		}
+	json_end_array(&j->w);
+	json_end_object(&j->w);
+	json_finish(&j->w);
+	trace_seq_destroy(j->seq);
+	free(j->seq);
+	j->seq = NULL;
+	return ferror(j->w.out) ? -1 : 0;
+}
+
+int hgm_outputs_event(void *ctx, const struct hgm_event *ev)
+{
+	struct hgm_outputs *o = ctx;
+	int ret = 0;
+
+	if (o->text)
+		ret = hgm_text_event(o->text, ev);
+	if (!ret && o->json)
+		ret = hgm_json_event(o->json, ev);
+	return ret;
+}
