@@ -59,6 +59,8 @@ struct shared {
 	atomic_long unloaded;		/* delete_module() or rmmod succeeded */
 	atomic_long consumer_busy;	/* EBUSY for a second consumer */
 	int ncpu;
+	int consumer_fd;
+	struct hgclock_map *map;	/* the consumer's mapping */
 };
 
 static void bad_result(struct shared *sh, const char *what, int err)
@@ -197,32 +199,24 @@ static int count_rec(const struct hgclock_rec_header *h, void *arg)
 	return 0;
 }
 
-/* Holds the consumer mapping for the whole run and drains it. */
+/*
+ * Drains the consumer mapping the test made before any thread started
+ * (so that every mapper's attempt to become the consumer meets EBUSY).
+ */
 static void *consumer(void *arg)
 {
 	struct shared *sh = arg;
-	struct hgclock_map map;
-	struct pollfd pfd;
+	struct pollfd pfd = { .fd = sh->consumer_fd, .events = POLLIN };
 	long recs = 0;
 	unsigned int cpu;
-	int ret;
 
-	pfd.fd = open(HGCLOCK_DEV_PATH, O_RDWR | O_CLOEXEC);
-	pfd.events = POLLIN;
-	ret = pfd.fd < 0 ? -errno : hgclock_map_open(pfd.fd, HGCLOCK_MAP_CONSUMER, &map);
-	if (ret) {
-		bad_result(sh, "consumer", -ret);
-		return NULL;
-	}
 	while (!atomic_load(&sh->stop)) {
 		poll(&pfd, 1, 10);
-		for (cpu = 0; cpu < map.meta->nr_cpus; cpu++)
-			if (hgclock_ring_consume(&map, cpu, count_rec, &recs) < 0)
+		for (cpu = 0; cpu < sh->map->meta->nr_cpus; cpu++)
+			if (hgclock_ring_consume(sh->map, cpu, count_rec, &recs) < 0)
 				bad_result(sh, "consume", EBADMSG);
 		atomic_fetch_add(&sh->ops, 1);
 	}
-	hgclock_map_close(&map);
-	close(pfd.fd);
 	return NULL;
 }
 
@@ -284,6 +278,7 @@ TEST_F_TIMEOUT(stress, concurrent_users, 300)
 	};
 	pthread_t thr[sizeof(fns) / sizeof(fns[0])];
 	struct hgclock_ring_config cfg;
+	struct hgclock_map map;
 	struct shared sh;
 	size_t i;
 
@@ -295,12 +290,16 @@ TEST_F_TIMEOUT(stress, concurrent_users, 300)
 	cfg.snapshot_period_ns = 10000000;
 	ASSERT_EQ(0, hgclock_ring_config(self->fd, &cfg));
 
+	sh.consumer_fd = self->fd;
+	sh.map = &map;
+	ASSERT_EQ(0, hgclock_map_open(self->fd, HGCLOCK_MAP_CONSUMER, &map));
 	for (i = 0; i < sizeof(fns) / sizeof(fns[0]); i++)
 		ASSERT_EQ(0, pthread_create(&thr[i], NULL, fns[i], &sh));
 	sleep(stress_seconds());
 	atomic_store(&sh.stop, 1);
 	for (i = 0; i < sizeof(fns) / sizeof(fns[0]); i++)
 		pthread_join(thr[i], NULL);
+	hgclock_map_close(&map);
 
 	TH_LOG("%ld operations, %ld unload attempts refused, %ld second consumers refused",
 	       atomic_load(&sh.ops), atomic_load(&sh.unload_tries) - atomic_load(&sh.unloaded),
