@@ -171,6 +171,39 @@ for series in $nested_kernels; do
 	fi
 done
 
+# Installing like a kernel tool (Documentation/install.rst): make install
+# into a DESTDIR, the man pages against the tool's --help, DKMS builds for
+# every kernel with headers (nothing left in the system's DKMS tree), and
+# user space under ASan/UBSan.  Each tools/*-check.sh also runs alone.
+tap_script() {	# NAME OUTPUT COMMAND...: the command's TAP lines into the log
+	local name=$1 out="$log_dir/$2"
+	shift 2
+	if "$@" >"$out" 2>&1; then
+		grep -E '^(not )?ok' "$out" | tee -a "$tap_log"
+	else
+		grep -E '^(not )?ok|^#' "$out" | tee -a "$tap_log"
+		grep -qE '^not ok' "$out" || own not-ok "$name" "$1 failed, see $out"
+	fi
+}
+note "make install DESTDIR=<tmp>, make uninstall"
+if tools/install-check.sh "$build" >"$log_dir/install-check.out" 2>&1; then
+	own ok install_destdir
+else
+	cat "$log_dir/install-check.out"
+	own not-ok install_destdir "$(tail -n 1 "$log_dir/install-check.out")"
+fi
+note "man pages (make man) against hgclock --help"
+tap_script man_pages man-check.out tools/man-check.sh "$build"
+note "DKMS: dkms build for every kernel with headers, in a temporary tree"
+tap_script dkms dkms-check.out tools/dkms-check.sh "$build"
+note "user space under ASan and UBSan (make asan)"
+if nice make -s asan BUILD="$build" >"$log_dir/asan-build.log" 2>&1; then
+	tap_script asan asan-check.out tools/asan-check.sh "$build"
+else
+	tail -n 30 "$log_dir/asan-build.log"
+	own not-ok asan_build "make asan failed, see $log_dir/asan-build.log"
+fi
+
 passed=$(grep -E '^ok [0-9]+' "$tap_log" | grep -vc '# SKIP')
 skipped=$(grep -E '^ok [0-9]+' "$tap_log" | grep -c '# SKIP')
 failed=$(grep -cE '^not ok [0-9]+' "$tap_log")
