@@ -4,7 +4,8 @@
 #
 #   make            module (for KDIR), user tool, selftests
 #   make check      install what is missing, build, run every test (VMs)
-#   make demo       boot a VM, load the module, show what it reads
+#   make check-debug the kselftests on a KASAN/lockdep/kmemleak/UBSAN kernel
+#   make demo       nested KVM host and guest, traces on both, hgclock merge
 #   make bench      benchmarks, one "BENCH name value unit" line each
 #
 # KDIR defaults to the running kernel's build tree when it exists, else the
@@ -23,14 +24,14 @@ TRACECMD_CFLAGS := $(shell pkg-config --cflags libtracecmd libtraceevent 2>/dev/
 TRACECMD_LIBS := $(shell pkg-config --libs libtracecmd libtraceevent 2>/dev/null || \
 	echo -ltracecmd -ltracefs -ltraceevent)
 USER_CFLAGS += $(TRACECMD_CFLAGS)
-USER_LDFLAGS := $(EXTRA_LDFLAGS) $(TRACECMD_LIBS) -lm
+USER_LDFLAGS := $(EXTRA_LDFLAGS) $(TRACECMD_LIBS) -lpthread -lm
 
 LIB_SRCS := user/libhgclock.c user/ring.c user/uclock.c user/corr.c user/proto.c \
 	user/sync.c
 TOOL_SRCS := user/hgclock.c user/util.c user/json.c \
 	user/cmd_info.c user/cmd_now.c user/cmd_snapshots.c user/cmd_vcpus.c user/cmd_records.c user/recprint.c \
 	user/cmd_record.c user/cmd_dump.c user/cmd_agent.c user/cmd_convert.c user/cmd_mark.c \
-	user/cmd_merge.c user/merge.c user/merge_out.c user/cmd_plot.c
+	user/cmd_merge.c user/merge.c user/merge_out.c user/merge_par.c user/cmd_plot.c
 LIB := $(BUILD)/user/libhgclock.a
 TOOL := $(BUILD)/user/hgclock
 
@@ -45,13 +46,13 @@ SELFTESTS := $(BUILD)/selftests/hgclock_test $(BUILD)/selftests/ring_test \
 	$(BUILD)/selftests/leak_test $(BUILD)/selftests/fuzz_ioctl_test \
 	$(BUILD)/selftests/stress_test
 UNIT_TESTS := $(BUILD)/unit/test_json $(BUILD)/unit/test_lib $(BUILD)/unit/test_corr \
-	$(BUILD)/unit/test_sync
+	$(BUILD)/unit/test_sync $(BUILD)/unit/test_merge
 BENCHES := $(BUILD)/bench/bench_read_clock $(BUILD)/bench/bench_ring \
 	$(BUILD)/bench/bench_pingpong
 
 NESTED_HELPERS := $(BUILD)/selftests/tsc_adjust
 
-.PHONY: all module user selftests unit check demo bench clean headers-check fuzz
+.PHONY: all module user selftests unit check demo demo-module bench clean headers-check fuzz
 
 all: module user selftests
 
@@ -97,6 +98,19 @@ $(BUILD)/unit/test_sync: selftests/unit/test_sync.c $(LIB) $(KSFT_HDR)
 	@mkdir -p $(dir $@)
 	$(CC) $(SELFTEST_CFLAGS) -o $@ selftests/unit/test_sync.c $(LIB) -lm
 
+# Real recordings (selftests/data/capture.sh), unpacked next to the test.
+MERGE_DATA := $(BUILD)/unit/data/merge.hgc $(BUILD)/unit/data/host.dat \
+	$(BUILD)/unit/data/guest.dat
+$(BUILD)/unit/data/%: selftests/data/%.xz
+	@mkdir -p $(dir $@)
+	xz -dc $< >$@.tmp && mv $@.tmp $@
+
+$(BUILD)/unit/test_merge: selftests/unit/test_merge.c user/merge.c user/merge_out.c user/merge_par.c \
+		user/json.c user/merge.h $(LIB) $(KSFT_HDR) $(MERGE_DATA)
+	@mkdir -p $(dir $@)
+	$(CC) $(SELFTEST_CFLAGS) $(TRACECMD_CFLAGS) -o $@ selftests/unit/test_merge.c user/merge.c \
+		user/merge_out.c user/merge_par.c user/json.c $(LIB) $(TRACECMD_LIBS) -lpthread -lm
+
 $(BUILD)/unit/test_corr: selftests/unit/test_corr.c user/corr.c user/corr.h $(KSFT_HDR)
 	@mkdir -p $(dir $@)
 	$(CC) $(SELFTEST_CFLAGS) -o $@ selftests/unit/test_corr.c user/corr.c
@@ -128,6 +142,9 @@ check:
 
 demo:
 	tools/demo.sh
+
+demo-module:
+	tools/demo-module.sh
 
 bench:
 	tools/bench/run.sh

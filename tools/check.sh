@@ -171,6 +171,56 @@ for series in $nested_kernels; do
 	fi
 done
 
+# hgclock merge on a real host/guest recording: trace-cmd record -A on both
+# sides while hgclock records and the vCPU threads move between host
+# CPUs (selftests/nested/merge-host.sh); the merged timeline is then
+# checked here against the host's own kvm_entry/kvm_exit trace
+# (selftests/nested/check_merge.py).  Retries as the nested tests do.
+merge_kernels=${HGCLOCK_MERGE_KERNELS-$nested_kernels}
+for series in $merge_kernels; do
+	kver=$(vm_series_kernel "$series")
+	[ -n "$kver" ] && [ -f "$build/module/$kver/hgclock.ko" ] || continue
+	name="nested_merge_${series}"
+	logs=$top/$build/nested-merge-$series
+	mapfile -t tc_files < <(vm_tracecmd_guest_files)
+	for attempt in 1 2 3; do
+		note "nested merge scenario on $kver (attempt $attempt)"
+		rm -rf "$logs"
+		tools/vm/nested --kernel "$kver" --timeout 600 "${tc_files[@]}" \
+			--env HGCLOCK_NESTED_LOGS="$logs" -- \
+			selftests/nested/merge-host.sh selftests/nested/merge-guest.sh \
+			>"$log_dir/$name.out" 2>&1
+		rc=$?
+		cp "$log_dir/$name.out" "$log_dir/$name.attempt$attempt.out"
+		[ $rc -eq 0 ] && break
+		# The recording is what is tested: a guest the emulator resets
+		# after the host script finished does not spoil it.
+		if grep -q 'nested-host: host script exit 0' "$log_dir/$name.out" &&
+		   "$build/user/hgclock" dump --summary "$logs/merge.hgc" >/dev/null 2>&1; then
+			note "the guest died after the recording (exit $rc); checking what was recorded"
+			rc=0
+			break
+		fi
+		# Emulator faults, hangs, and guests the emulator reset (see the
+		# nested tests above): infrastructure, retried.
+		if grep -q -e 'Oops: int3' -e 'never came up' -e 'qemu had exited by itself' \
+			"$log_dir/$name.out" || [ $rc -eq 124 ] || [ $rc -eq 125 ]; then
+			note "infrastructure failure (exit $rc); retrying"
+			continue
+		fi
+		break
+	done
+	if [ $rc -ne 0 ]; then
+		grep -v '^guest| \[' "$log_dir/$name.out" | tail -n 20
+		own not-ok "$name" "the nested recording failed (exit $rc), see $log_dir/$name.out"
+		continue
+	fi
+	own ok "$name"
+	python3 selftests/nested/check_merge.py "$build/user/hgclock" "$logs" >"$log_dir/$name.check" 2>&1
+	sed "s/^\(\(not \)\?ok [0-9]*\) /\1 $name: /" "$log_dir/$name.check" | tee -a "$tap_log"
+	grep -qE '^(not )?ok' "$log_dir/$name.check" || own not-ok "${name}_check" "check_merge.py failed"
+done
+
 # Installing like a kernel tool (Documentation/install.rst): make install
 # into a DESTDIR, the man pages against the tool's --help, DKMS builds for
 # every kernel with headers (nothing left in the system's DKMS tree), and

@@ -25,7 +25,7 @@ static void merge_usage(FILE *out)
 	fprintf(out,
 		"usage: hgclock merge CORR [HOST.dat [GUEST.dat...]] [--host FILE]\n"
 		"                     [--guest [ID=]FILE]... [-o FILE] [--json FILE] [--no-text]\n"
-		"                     [--method auto|kvm-exact|probe] [--recompute]\n"
+		"                     [--method auto|kvm-exact|probe] [--recompute] [--threads N]\n"
 		"                     [--progress|--no-progress] [--quiet]\n"
 		"Merges trace-cmd trace.dat files of a host and its guests into one timeline\n"
 		"in the host's clock, with the mapping in the correlation file CORR (from\n"
@@ -38,6 +38,7 @@ static void merge_usage(FILE *out)
 		"  --no-text           no text timeline\n"
 		"  --method M          auto (default: the best), kvm-exact or probe only\n"
 		"  --recompute         ignore the mapping stored in CORR, compute it again\n"
+		"  --threads N         decode and format on N threads (default: the CPUs, <= 8)\n"
 		"  --progress          a progress line on standard error (default on a tty)\n"
 		"  --quiet             no summary on standard error\n"
 		"Guest lines carry \"gG vV hHHH\" (guest, vCPU, host CPU) and, at the end,\n"
@@ -45,28 +46,102 @@ static void merge_usage(FILE *out)
 		"Events no mapping covers are kept and marked UNMAPPED.\n");
 }
 
-static int add_guest(struct hgm *m, const char *spec, int *next_id, char *err, size_t len)
+/* "[ID=]FILE": the guest's id in the correlation (default: the next one). */
+static void guest_spec(const char *spec, int *next_id, struct hgm_input_spec *in)
 {
 	const char *eq = strchr(spec, '=');
 	uint64_t id = (uint64_t)*next_id;
+	char num[16];
 
-	if (eq) {
-		char num[16];
-		size_t n = (size_t)(eq - spec);
-
-		if (n == 0 || n >= sizeof(num)) {
-			snprintf(err, len, "--guest %s: want [ID=]FILE", spec);
-			return -1;
-		}
-		memcpy(num, spec, n);
-		num[n] = '\0';
+	in->path = spec;
+	if (eq && (size_t)(eq - spec) < sizeof(num) && eq > spec) {
+		memcpy(num, spec, (size_t)(eq - spec));
+		num[eq - spec] = '\0';
+		/* Not a number: a file name with '=' in it. */
 		if (parse_u64(num, HGSYNC_MAX_GUESTS - 1, &id))
-			spec = eq + 1;
+			in->path = eq + 1;
 		else
-			id = (uint64_t)*next_id;	/* a file name with '=' in it */
+			id = (uint64_t)*next_id;
 	}
+	in->guest = (int)id;
 	*next_id = (int)id + 1;
-	return hgm_add_input(m, spec, (int)id, err, len);
+}
+
+static void summary(const struct hgm_par_result *r)
+{
+	fprintf(stderr, "hgclock merge: %" PRIu64 " events", r->nr_events);
+	for (int i = 0; i < r->nr_in; i++) {
+		if (r->in[i].guest < 0)
+			fprintf(stderr, "; host %" PRIu64, r->in[i].nr_events);
+		else
+			fprintf(stderr, "; guest %d %" PRIu64 " (%" PRIu64 " unmapped, %" PRIu64
+				" without host CPU)", r->in[i].guest, r->in[i].nr_events,
+				r->in[i].nr_unmapped, r->in[i].nr_no_cpu);
+		if (r->in[i].nr_dropped)
+			fprintf(stderr, " [%" PRIu64 " dropped by ftrace]", r->in[i].nr_dropped);
+	}
+	fprintf(stderr, "; mapped by kvm-exact %" PRIu64 ", probe %" PRIu64,
+		r->by_method[HGCOR_METHOD_KVM_EXACT], r->by_method[HGCOR_METHOD_PROBE]);
+	if (r->by_method[HGCOR_METHOD_KVM_EXACT] || r->by_method[HGCOR_METHOD_PROBE])
+		fprintf(stderr, "; max bound %" PRIu64 " ns", r->max_bound_ns);
+	fprintf(stderr, "\n");
+}
+
+/* One thread: the engine and the outputs directly. */
+static int merge_one_thread(const struct hgm_par *par, struct hgm_par_result *res, char *err,
+			    size_t err_len)
+{
+	struct hgm m = { 0 };
+	struct hgm_text text = { 0 };
+	struct hgm_json json;
+	struct hgm_outputs outs = { 0 };
+	struct hgm_options opt = par->opt;
+	int ret = -1;
+
+	opt.progress = par->progress;
+	for (int i = 0; i < par->nr_inputs; i++)
+		if (hgm_add_input(&m, par->inputs[i].path, par->inputs[i].guest, err, err_len))
+			goto out;
+	if (hgm_start(&m, par->sync, &opt, err, err_len))
+		goto out;
+	if (par->text) {
+		if (hgm_text_init(&text, par->text))
+			goto nomem;
+		outs.text = &text;
+	}
+	if (par->json) {
+		if (hgm_json_begin(&json, par->json, &m))
+			goto nomem;
+		outs.json = &json;
+	}
+	if (hgm_run(&m, hgm_outputs_event, &outs) || (outs.json && hgm_json_end(&json))) {
+		outs.json = NULL;
+		snprintf(err, err_len, "writing the output: %s", strerror(errno));
+		goto out;
+	}
+	outs.json = NULL;
+	memset(res, 0, sizeof(*res));
+	res->nr_events = m.nr_events;
+	memcpy(res->by_method, m.by_method, sizeof(res->by_method));
+	res->max_bound_ns = m.max_bound_ns;
+	res->nr_in = m.nr_in;
+	for (int i = 0; i < m.nr_in; i++) {
+		res->in[i].guest = m.in[i].guest;
+		res->in[i].nr_events = m.in[i].nr_events;
+		res->in[i].nr_unmapped = m.in[i].nr_unmapped;
+		res->in[i].nr_no_cpu = m.in[i].nr_no_cpu;
+		res->in[i].nr_dropped = m.in[i].nr_dropped;
+	}
+	ret = 0;
+	goto out;
+nomem:
+	snprintf(err, err_len, "out of memory");
+out:
+	if (outs.json)
+		hgm_json_end(&json);
+	hgm_text_free(&text);
+	hgm_close(&m);
+	return ret;
 }
 
 int cmd_merge(int argc, char **argv)
@@ -79,23 +154,23 @@ int cmd_merge(int argc, char **argv)
 		{ "no-text", no_argument, NULL, 'T' },
 		{ "method", required_argument, NULL, 'm' },
 		{ "recompute", no_argument, NULL, 'r' },
+		{ "threads", required_argument, NULL, 't' },
 		{ "progress", no_argument, NULL, 'p' },
 		{ "no-progress", no_argument, NULL, 'P' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
 		{}
 	};
-	struct hgm m = { 0 };
-	struct hgm_options mo = { 0 };
-	struct hgm_text text = { 0 };
-	struct hgm_json json;
-	struct hgm_outputs outs = { 0 };
-	struct hgsync s;
-	const char *out_path = "-", *json_path = NULL, *corr;
-	const char *host_path = NULL;
+	struct hgm_input_spec inputs[HGM_MAX_INPUTS];
 	const char *guest_specs[HGSYNC_MAX_GUESTS];
+	struct hgm_par par = { 0 };
+	struct hgm_par_result res;
+	struct hgsync s;
+	const char *out_path = "-", *json_path = NULL, *corr, *host_path = NULL;
 	int nr_guest_specs = 0, next_guest = 0, progress = -1, c, ret;
 	bool no_text = false, quiet = false, recompute = false;
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	uint64_t threads = ncpu > 8 ? 8 : ncpu > 0 ? (uint64_t)ncpu : 1;
 	FILE *tout = NULL, *jout = NULL;
 	const void *buf = NULL;
 	size_t len = 0, pos = 0;
@@ -124,11 +199,11 @@ int cmd_merge(int argc, char **argv)
 			break;
 		case 'm':
 			if (!strcmp(optarg, "auto")) {
-				mo.method = 0;
+				par.opt.method = 0;
 			} else if (!strcmp(optarg, "kvm-exact")) {
-				mo.method = HGCOR_METHOD_KVM_EXACT;
+				par.opt.method = HGCOR_METHOD_KVM_EXACT;
 			} else if (!strcmp(optarg, "probe")) {
-				mo.method = HGCOR_METHOD_PROBE;
+				par.opt.method = HGCOR_METHOD_PROBE;
 			} else {
 				hg_err("--method: auto, kvm-exact or probe, not '%s'", optarg);
 				return HGCLOCK_EXIT_USAGE;
@@ -136,6 +211,12 @@ int cmd_merge(int argc, char **argv)
 			break;
 		case 'r':
 			recompute = true;
+			break;
+		case 't':
+			if (!parse_u64(optarg, 256, &threads) || !threads) {
+				hg_err("--threads: 1 to 256, not '%s'", optarg);
+				return HGCLOCK_EXIT_USAGE;
+			}
 			break;
 		case 'p':
 			progress = 1;
@@ -161,7 +242,23 @@ int cmd_merge(int argc, char **argv)
 	corr = argv[optind++];
 	if (optind < argc && !host_path)
 		host_path = argv[optind++];
-	if (!host_path && !nr_guest_specs && optind >= argc) {
+	if (host_path)
+		inputs[par.nr_inputs++] = (struct hgm_input_spec){ host_path, -1 };
+	for (; optind < argc; optind++) {
+		if (par.nr_inputs == HGM_MAX_INPUTS) {
+			hg_err("too many inputs");
+			return HGCLOCK_EXIT_USAGE;
+		}
+		inputs[par.nr_inputs++] = (struct hgm_input_spec){ argv[optind], next_guest++ };
+	}
+	for (int i = 0; i < nr_guest_specs; i++) {
+		if (par.nr_inputs == HGM_MAX_INPUTS) {
+			hg_err("too many inputs");
+			return HGCLOCK_EXIT_USAGE;
+		}
+		guest_spec(guest_specs[i], &next_guest, &inputs[par.nr_inputs++]);
+	}
+	if (!par.nr_inputs) {
 		hg_err("no trace.dat to merge: give the host's and the guests' files");
 		return HGCLOCK_EXIT_USAGE;
 	}
@@ -181,26 +278,18 @@ int cmd_merge(int argc, char **argv)
 		hg_unmap_file(buf, len);
 		return ret == -ENOMEM ? HGCLOCK_EXIT_FAILURE : HGCLOCK_EXIT_BAD_INPUT;
 	}
+	ret = HGCLOCK_EXIT_FAILURE;
 	if (!s.has_file_segments && hgsync_build(&s)) {
 		hg_err("out of memory");
-		ret = HGCLOCK_EXIT_FAILURE;
-		goto out_sync;
+		goto out;
 	}
-
-	ret = HGCLOCK_EXIT_BAD_INPUT;
-	if (host_path && hgm_add_input(&m, host_path, -1, err, sizeof(err)))
-		goto fail;
-	for (; optind < argc; optind++)
-		if (hgm_add_input(&m, argv[optind], next_guest++, err, sizeof(err)))
-			goto fail;
-	for (int i = 0; i < nr_guest_specs; i++)
-		if (add_guest(&m, guest_specs[i], &next_guest, err, sizeof(err)))
-			goto fail;
-	mo.progress = progress < 0 ? isatty(STDERR_FILENO) : progress;
-	if (hgm_start(&m, &s, &mo, err, sizeof(err)))
-		goto fail;
-
-	ret = HGCLOCK_EXIT_FAILURE;
+	/* Inputs are checked before any output file is created. */
+	for (int i = 0; i < par.nr_inputs; i++)
+		if (access(inputs[i].path, R_OK)) {
+			hg_err("%s: %s", inputs[i].path, strerror(errno));
+			ret = HGCLOCK_EXIT_BAD_INPUT;
+			goto out;
+		}
 	if (!no_text) {
 		tout = strcmp(out_path, "-") ? fopen(out_path, "w") : stdout;
 		if (!tout) {
@@ -208,11 +297,6 @@ int cmd_merge(int argc, char **argv)
 			goto out;
 		}
 		setvbuf(tout, NULL, _IOFBF, 1 << 20);
-		if (hgm_text_init(&text, tout)) {
-			hg_err("out of memory");
-			goto out;
-		}
-		outs.text = &text;
 	}
 	if (json_path) {
 		jout = strcmp(json_path, "-") ? fopen(json_path, "w") : stdout;
@@ -221,49 +305,29 @@ int cmd_merge(int argc, char **argv)
 			goto out;
 		}
 		setvbuf(jout, NULL, _IOFBF, 1 << 20);
-		if (hgm_json_begin(&json, jout, &m)) {
-			hg_err("out of memory");
-			goto out;
-		}
-		outs.json = &json;
 	}
-	if (hgm_run(&m, hgm_outputs_event, &outs) || (outs.json && hgm_json_end(&json))) {
-		hg_err("writing the output: %s", strerror(errno));
+	par.sync = &s;
+	par.inputs = inputs;
+	par.nr_threads = (int)threads;
+	par.text = tout;
+	par.json = jout;
+	par.progress = progress < 0 ? isatty(STDERR_FILENO) : progress;
+	if (threads > 1 ? hgm_par_run(&par, &res, err, sizeof(err)) :
+			  merge_one_thread(&par, &res, err, sizeof(err))) {
+		hg_err("%s", err);
+		/* Unreadable inputs are the user's; failed writes are ours. */
+		ret = strstr(err, "writing") || strstr(err, "memory") || strstr(err, "thread") ?
+		      HGCLOCK_EXIT_FAILURE : HGCLOCK_EXIT_BAD_INPUT;
 		goto out;
 	}
-	outs.json = NULL;
 	if ((tout && fflush(tout)) || (jout && fflush(jout))) {
 		hg_err("writing the output: %s", strerror(errno));
 		goto out;
 	}
-	if (!quiet) {
-		fprintf(stderr, "hgclock merge: %" PRIu64 " events", m.nr_events);
-		for (int i = 0; i < m.nr_in; i++) {
-			const struct hgm_input *in = &m.in[i];
-
-			if (in->guest < 0)
-				fprintf(stderr, "; host %" PRIu64, in->nr_events);
-			else
-				fprintf(stderr, "; guest %d %" PRIu64 " (%" PRIu64 " unmapped, %" PRIu64
-					" without host CPU)", in->guest, in->nr_events, in->nr_unmapped,
-					in->nr_no_cpu);
-			if (in->nr_dropped)
-				fprintf(stderr, " [%" PRIu64 " dropped by ftrace]", in->nr_dropped);
-		}
-		fprintf(stderr, "; mapped by kvm-exact %" PRIu64 ", probe %" PRIu64,
-			m.by_method[HGCOR_METHOD_KVM_EXACT], m.by_method[HGCOR_METHOD_PROBE]);
-		if (m.by_method[HGCOR_METHOD_KVM_EXACT] || m.by_method[HGCOR_METHOD_PROBE])
-			fprintf(stderr, "; max bound %" PRIu64 " ns", m.max_bound_ns);
-		fprintf(stderr, "\n");
-	}
+	if (!quiet)
+		summary(&res);
 	ret = HGCLOCK_EXIT_OK;
-	goto out;
-fail:
-	hg_err("%s", err);
 out:
-	if (outs.json)
-		hgm_json_end(&json);
-	hgm_text_free(&text);
 	if (tout && tout != stdout && fclose(tout) && ret == HGCLOCK_EXIT_OK) {
 		hg_err("%s: %s", out_path, strerror(errno));
 		ret = HGCLOCK_EXIT_FAILURE;
@@ -272,8 +336,6 @@ out:
 		hg_err("%s: %s", json_path, strerror(errno));
 		ret = HGCLOCK_EXIT_FAILURE;
 	}
-	hgm_close(&m);
-out_sync:
 	hgsync_free(&s);
 	hg_unmap_file(buf, len);
 	return ret;

@@ -54,7 +54,7 @@ static void set_err(char *err, size_t len, const char *fmt, ...)
 	va_end(ap);
 }
 
-static int clock_of(const char *name, uint32_t *clock)
+int hgm_clock_of(const char *name, uint32_t *clock)
 {
 	if (!strcmp(name, "local"))
 		*clock = HGSYNC_CLOCK_SCHED;
@@ -103,7 +103,7 @@ int hgm_add_input(struct hgm *m, const char *path, int guest, char *err, size_t 
 	in->nr_cpus = tracecmd_cpus(in->handle);
 	clock = tracecmd_get_trace_clock(in->handle);
 	in->clock_name = clock ? clock : "local";
-	if (clock_of(in->clock_name, &in->clock)) {
+	if (hgm_clock_of(in->clock_name, &in->clock)) {
 		set_err(err, err_len,
 			"%s: recorded with the '%s' trace clock, which hgclock cannot map exactly "
 			"(it maps local, perf and x86-tsc: trace-cmd record -C local)", path,
@@ -327,9 +327,14 @@ int hgm_start(struct hgm *m, const struct hgsync *sync, const struct hgm_options
 		return -1;
 	}
 	m->nr_streams = 0;
+	n = 0;
 	for (int i = 0; i < m->nr_in; i++)
-		for (int c = 0; c < m->in[i].nr_cpus; c++) {
-			struct hgm_stream *st = &m->streams[m->nr_streams++];
+		for (int c = 0; c < m->in[i].nr_cpus; c++, n++) {
+			struct hgm_stream *st;
+
+			if (m->opt.nr_shards > 1 && n % m->opt.nr_shards != m->opt.shard)
+				continue;
+			st = &m->streams[m->nr_streams++];
 
 			st->in = &m->in[i];
 			st->idx = i;

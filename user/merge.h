@@ -63,6 +63,7 @@ struct hgm_event {
 struct hgm_options {
 	uint32_t method;		/* 0 best, else HGCOR_METHOD_* only */
 	bool progress;			/* a progress line on stderr */
+	int shard, nr_shards;		/* only streams i with i % nr_shards == shard (0: all) */
 };
 
 struct hgm_stream;
@@ -107,6 +108,9 @@ int hgm_run(struct hgm *m, int (*emit)(void *ctx, const struct hgm_event *ev), v
 
 void hgm_close(struct hgm *m);
 
+/* An ftrace clock name to HGSYNC_CLOCK_*: 0, or -1 if not mappable. */
+int hgm_clock_of(const char *name, uint32_t *clock);
+
 /* The host-clock value as text: "sec.nanoseconds", or a count for x86-tsc. */
 void hgm_format_ts(char *buf, size_t len, uint32_t clock, uint64_t ts);
 
@@ -134,6 +138,11 @@ struct hgm_json {
 };
 int hgm_json_begin(struct hgm_json *j, FILE *out, const struct hgm *m);
 int hgm_json_event(void *ctx, const struct hgm_event *ev);
+/* One event as a JSON object through @w (no span bookkeeping). */
+int hgm_json_write_event(struct json_writer *w, struct trace_seq *seq, const struct hgm *m,
+			 const struct hgm_event *ev);
+/* Widens the span the vCPU runs are clipped to by @host_ts. */
+void hgm_json_span(struct hgm_json *j, const struct hgm *m, uint64_t host_ts);
 /* Adds the vCPU runs within the span written, closes the JSON. */
 int hgm_json_end(struct hgm_json *j);
 
@@ -143,5 +152,41 @@ struct hgm_outputs {
 	struct hgm_json *json;
 };
 int hgm_outputs_event(void *ctx, const struct hgm_event *ev);
+
+/* ---- several threads (merge_par.c) ---- */
+
+struct hgm_input_spec {
+	const char *path;
+	int guest;		/* -1: the host */
+};
+
+struct hgm_par {
+	const struct hgsync *sync;
+	struct hgm_options opt;
+	const struct hgm_input_spec *inputs;
+	int nr_inputs;
+	int nr_threads;		/* workers, >= 1 */
+	FILE *text;		/* NULL: no text */
+	FILE *json;		/* NULL: no JSON */
+	bool progress;
+};
+
+struct hgm_par_result {
+	uint64_t nr_events;
+	uint64_t by_method[4];
+	uint64_t max_bound_ns;
+	struct {
+		int guest;
+		uint64_t nr_events, nr_unmapped, nr_no_cpu, nr_dropped;
+	} in[HGM_MAX_INPUTS];
+	int nr_in;
+};
+
+/*
+ * The merge of @par's inputs on @par->nr_threads workers plus the calling
+ * thread, writing the same bytes in the same order as hgm_run() with the
+ * outputs above would.  0, or -1 with a message in @err.
+ */
+int hgm_par_run(const struct hgm_par *par, struct hgm_par_result *res, char *err, size_t err_len);
 
 #endif /* HGCLOCK_MERGE_H */

@@ -186,20 +186,35 @@ int hgm_json_begin(struct hgm_json *j, FILE *out, const struct hgm *m)
 	return ferror(out) ? -1 : 0;
 }
 
+void hgm_json_span(struct hgm_json *j, const struct hgm *m, uint64_t host_ts)
+{
+	uint64_t ns = json_ns(m, host_ts);
+
+	if (ns < j->min_ns)
+		j->min_ns = ns;
+	if (ns > j->max_ns)
+		j->max_ns = ns;
+}
+
 int hgm_json_event(void *ctx, const struct hgm_event *ev)
 {
 	struct hgm_json *j = ctx;
-	struct json_writer *w = &j->w;
+
+	if (!(ev->flags & HGM_EV_UNMAPPED))
+		hgm_json_span(j, j->m, ev->host_ts);
+	if (hgm_json_write_event(&j->w, j->seq, j->m, ev))
+		return -1;
+	/* An event a line: greppable, and what the threaded merge writes. */
+	return fputc('\n', j->w.out) == EOF ? -1 : 0;
+}
+
+int hgm_json_write_event(struct json_writer *w, struct trace_seq *seq, const struct hgm *m,
+			 const struct hgm_event *ev)
+{
 	struct tep_handle *tep = ev->in->tep;
 	int pid = tep_data_pid(tep, ev->rec);
-	uint64_t ns = json_ns(j->m, ev->host_ts);
+	uint64_t ns = json_ns(m, ev->host_ts);
 
-	if (!(ev->flags & HGM_EV_UNMAPPED)) {
-		if (ns < j->min_ns)
-			j->min_ns = ns;
-		if (ns > j->max_ns)
-			j->max_ns = ns;
-	}
 	json_begin_object(w, NULL);
 	json_string(w, "ph", "i");
 	json_string(w, "s", "t");
@@ -211,7 +226,7 @@ int hgm_json_event(void *ctx, const struct hgm_event *ev)
 	json_begin_object(w, "args");
 	json_string(w, "comm", tep_data_comm_from_pid(tep, pid));
 	json_i64(w, "pid", pid);
-	json_string(w, "info", event_info(j->seq, ev));
+	json_string(w, "info", event_info(seq, ev));
 	if (ev->in->guest >= 0) {
 		json_u64(w, "guest_ts", ev->raw_ts);
 		json_i64(w, "host_cpu", ev->host_cpu);

@@ -137,6 +137,10 @@ def main():
     nev = sum(1 for e in trace["traceEvents"] if e.get("ph") == "i")
     tap(lines == nev, "text_has_every_event", "%d text lines, %d JSON events" % (lines, nev))
     tap(back == 0, "text_in_host_order", "%d lines earlier than the one before" % back)
+    tc = tracecmd_placement(d, guest)
+    if tc:
+        print("# trace-cmd's own placement of the same %d guest events (its TimeShift): "
+              "off by median %d ns, max %d ns" % (tc[2], tc[0], tc[1]))
     # Nothing lost: as many events as trace-cmd report shows for each file.
     for name, path, want in (("host", host, nhost), ("guest", guest_path(d), len(guest))):
         r = subprocess.run(["trace-cmd", "report", "-i", path], capture_output=True, text=True)
@@ -144,6 +148,46 @@ def main():
                     and "EVENTS DROPPED" not in l)
         tap(r.returncode == 0 and count == want, "no_event_lost_" + name,
             "trace-cmd report: %d events, hgclock merge: %d" % (count, want))
+
+
+def tracecmd_placement(d, guest_events):
+    """trace-cmd's own placement of the guest events (its TimeShift, from
+    its ptp probing) against hgclock's: (median, max) |difference| in ns
+    over the events both place, or None.  hgclock's mapping is exact to
+    its stated bound (a few ns), so this is trace-cmd's error."""
+    def report(raw):
+        r = subprocess.run(["trace-cmd", "report", "-t"] + (["--raw-ts"] if raw else []) +
+                           ["-i", guest_path(d)], capture_output=True, text=True)
+        per_cpu = {}
+        for line in r.stdout.splitlines():
+            try:
+                cpu = int(line.split("[", 1)[1].split("]", 1)[0])
+                t = line.split("]", 1)[1].split(":", 1)[0].strip()
+            except (IndexError, ValueError):
+                continue
+            if "." in t:
+                sec, frac = t.split(".")
+                v = int(sec) * 10**9 + int(frac.ljust(9, "0")[:9])
+            else:
+                v = int(t)
+            per_cpu.setdefault(cpu, []).append(v)
+        return per_cpu
+    raw, shifted = report(True), report(False)
+    ours = {(e["tid"], int(e["args"]["guest_ts"])): ns(e["ts"]) for e in guest_events
+            if e["args"].get("mapping") not in (None, "none")}
+    diffs = []
+    for cpu, raws in raw.items():
+        sh = shifted.get(cpu, [])
+        if len(sh) != len(raws):
+            continue
+        for g, t in zip(raws, sh):
+            h = ours.get((cpu, g))
+            if h is not None:
+                diffs.append(abs(t - h))
+    if not diffs:
+        return None
+    diffs.sort()
+    return diffs[len(diffs) // 2], diffs[-1], len(diffs)
 
 
 def guest_path(d):

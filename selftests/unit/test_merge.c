@@ -1,0 +1,430 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Unit tests of hgclock merge (user/merge*.c) on a real recording: a KVM
+ * host's and guest's trace.dat (trace-cmd record -A) and the correlation
+ * file hgclock record wrote meanwhile, captured by
+ * selftests/data/capture.sh (selftests/data/capture.txt says how) and
+ * unpacked by the Makefile into data/ next to this program.
+ *
+ * The strongest check needs no reference output: a guest event can only
+ * happen while its vCPU is in guest mode, so in the merged timeline the
+ * last KVM event of its vCPU thread before it must be a kvm_entry, on
+ * the host CPU the merge names.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <event-parse.h>
+#include <trace-cmd.h>
+
+#include "kselftest_harness.h"
+#include "merge.h"
+
+static char data_dir[PATH_MAX];
+
+static const char *data(const char *name)
+{
+	static char path[4][PATH_MAX + 64];
+	static int k;
+	char *p = path[k++ % 4];
+
+	if (!data_dir[0]) {
+		ssize_t n = readlink("/proc/self/exe", data_dir, sizeof(data_dir) - 1);
+
+		if (n > 0) {
+			data_dir[n] = '\0';
+			*strrchr(data_dir, '/') = '\0';
+		}
+	}
+	snprintf(p, PATH_MAX + 64, "%s/data/%s", data_dir, name);
+	return p;
+}
+
+/* The correlation file, loaded once per test. */
+static void *slurp(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	void *buf = NULL;
+	long n;
+
+	if (!f)
+		return NULL;
+	if (!fseek(f, 0, SEEK_END) && (n = ftell(f)) > 0 && !fseek(f, 0, SEEK_SET)) {
+		buf = malloc((size_t)n);
+		if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+			free(buf);
+			buf = NULL;
+		}
+		*len = (size_t)n;
+	}
+	fclose(f);
+	return buf;
+}
+
+/* Events counted by libtracecmd itself, for "nothing lost". */
+static int count_cb(struct tracecmd_input *h, struct tep_record *r, int cpu, void *ctx)
+{
+	(void)h;
+	(void)r;
+	(void)cpu;
+	(*(uint64_t *)ctx)++;
+	return 0;
+}
+
+static uint64_t count_events(const char *path)
+{
+	static char counted[4][PATH_MAX + 64];
+	static uint64_t counts[4];
+	struct tracecmd_input *h;
+	uint64_t n = 0;
+	int i;
+
+	/* Each file is counted once (the tests ask many times). */
+	for (i = 0; i < 4 && counted[i][0]; i++)
+		if (!strcmp(counted[i], path))
+			return counts[i];
+	h = tracecmd_open(path, 0);
+	if (!h)
+		return UINT64_MAX;
+	tracecmd_iterate_events(h, NULL, 0, count_cb, &n);
+	tracecmd_close(h);
+	if (i < 4) {
+		snprintf(counted[i], sizeof(counted[i]), "%s", path);
+		counts[i] = n;
+	}
+	return n;
+}
+
+/* What a merge saw, event by event. */
+struct seen {
+	uint64_t n, host_n, guest_n, back_steps, last_ts;
+	uint64_t unmapped, no_cpu, max_bound, non_kvm;
+	uint64_t in_guest_mode, outside, cpu_ok, cpu_bad, before_first;
+	/* per host thread: was its last KVM event an entry, and where */
+	struct { int tid, entry, cpu; } kvm[64];
+	int nr_kvm;
+};
+
+static int seen_emit(void *ctx, const struct hgm_event *ev)
+{
+	struct seen *s = ctx;
+	const char *name = ev->event ? ev->event->name : "";
+
+	s->n++;
+	if (ev->host_ts < s->last_ts)
+		s->back_steps++;
+	s->last_ts = ev->host_ts;
+	if (ev->in->guest < 0) {
+		int tid = tep_data_pid(ev->in->tep, ev->rec), i;
+
+		s->host_n++;
+		if (strcmp(name, "kvm_entry") && strcmp(name, "kvm_exit"))
+			return 0;
+		for (i = 0; i < s->nr_kvm && s->kvm[i].tid != tid; i++)
+			;
+		if (i == s->nr_kvm && s->nr_kvm < 64)
+			s->kvm[s->nr_kvm++].tid = tid;
+		if (i < 64) {
+			s->kvm[i].entry = !strcmp(name, "kvm_entry");
+			s->kvm[i].cpu = ev->cpu;
+		}
+		return 0;
+	}
+	s->guest_n++;
+	if (ev->flags & HGM_EV_UNMAPPED) {
+		s->unmapped++;
+		return 0;
+	}
+	if (ev->flags & HGM_EV_NO_HOST_CPU)
+		s->no_cpu++;
+	if (ev->method != HGCOR_METHOD_KVM_EXACT)
+		s->non_kvm++;
+	if (ev->bound_ns > s->max_bound)
+		s->max_bound = ev->bound_ns;
+	for (int i = 0; i < s->nr_kvm; i++) {
+		if (s->kvm[i].tid != ev->host_tid)
+			continue;
+		if (!s->kvm[i].entry) {
+			s->outside++;
+		} else {
+			s->in_guest_mode++;
+			if (s->kvm[i].cpu == ev->host_cpu)
+				s->cpu_ok++;
+			else
+				s->cpu_bad++;
+		}
+		return 0;
+	}
+	s->before_first++;
+	return 0;
+}
+
+FIXTURE(rec) {
+	struct hgsync sync;
+	void *corr;
+	size_t corr_len;
+	struct hgm m;
+	char err[512];
+};
+
+FIXTURE_SETUP(rec)
+{
+	size_t pos;
+
+	memset(&self->m, 0, sizeof(self->m));
+	self->corr = slurp(data("merge.hgc"), &self->corr_len);
+	ASSERT_NE(NULL, self->corr) TH_LOG("no %s: run make unit (it unpacks selftests/data)",
+					   data("merge.hgc"));
+	ASSERT_EQ(0, hgsync_load(&self->sync, self->corr, self->corr_len, 0, &pos));
+	if (!self->sync.has_file_segments)
+		ASSERT_EQ(0, hgsync_build(&self->sync));
+}
+
+FIXTURE_TEARDOWN(rec)
+{
+	hgm_close(&self->m);
+	hgsync_free(&self->sync);
+	free(self->corr);
+}
+
+static int open_both(struct hgm *m, const struct hgsync *sync, char *err, size_t len,
+		     int nr_shards, int shard)
+{
+	struct hgm_options opt = { .shard = shard, .nr_shards = nr_shards };
+
+	if (hgm_add_input(m, data("host.dat"), -1, err, len) ||
+	    hgm_add_input(m, data("guest.dat"), 0, err, len))
+		return -1;
+	return hgm_start(m, sync, &opt, err, len);
+}
+
+/* Every event of both files comes out, once, in host time order. */
+TEST_F(rec, ordered_and_complete)
+{
+	struct seen s = { 0 };
+
+	ASSERT_EQ(0, open_both(&self->m, &self->sync, self->err, sizeof(self->err), 0, 0))
+		TH_LOG("%s", self->err);
+	ASSERT_EQ(0, hgm_run(&self->m, seen_emit, &s));
+	EXPECT_EQ(count_events(data("host.dat")), s.host_n);
+	EXPECT_EQ(count_events(data("guest.dat")), s.guest_n);
+	EXPECT_LT(0, s.guest_n);
+	EXPECT_EQ(0, s.back_steps);
+}
+
+/* Guest events: exact, on the host CPU of their vCPU's kvm_entry. */
+TEST_F(rec, annotated_against_host_kvm_trace)
+{
+	struct seen s = { 0 };
+
+	ASSERT_EQ(0, open_both(&self->m, &self->sync, self->err, sizeof(self->err), 0, 0))
+		TH_LOG("%s", self->err);
+	ASSERT_EQ(0, hgm_run(&self->m, seen_emit, &s));
+	TH_LOG("%lu guest events: %lu in guest mode (%lu on the kvm_entry's CPU), %lu outside, "
+	       "%lu before their vCPU's first KVM event, max bound %lu ns",
+	       (unsigned long)s.guest_n, (unsigned long)s.in_guest_mode, (unsigned long)s.cpu_ok,
+	       (unsigned long)s.outside, (unsigned long)s.before_first,
+	       (unsigned long)s.max_bound);
+	EXPECT_EQ(0, s.unmapped);
+	EXPECT_EQ(0, s.no_cpu);
+	EXPECT_EQ(0, s.non_kvm);
+	EXPECT_GE(10, s.max_bound);
+	EXPECT_EQ(0, s.outside);
+	EXPECT_EQ(0, s.cpu_bad);
+	EXPECT_LT(s.guest_n * 9 / 10, s.cpu_ok);
+}
+
+/* With no mapping, guest events are flagged, kept, and keep their order. */
+TEST_F(rec, unmapped_flagged_not_dropped)
+{
+	struct seen s = { 0 };
+
+	for (unsigned int g = 0; g < self->sync.nr_guests; g++)
+		self->sync.guests[g].nr_segs = 0;
+	ASSERT_EQ(0, open_both(&self->m, &self->sync, self->err, sizeof(self->err), 0, 0))
+		TH_LOG("%s", self->err);
+	ASSERT_EQ(0, hgm_run(&self->m, seen_emit, &s));
+	EXPECT_EQ(count_events(data("guest.dat")), s.guest_n);
+	EXPECT_EQ(s.guest_n, s.unmapped);
+	EXPECT_EQ(count_events(data("host.dat")), s.host_n);
+}
+
+/* Shards partition the streams: together they see every event once. */
+TEST_F(rec, shards_partition_the_streams)
+{
+	uint64_t total = 0, host = 0, guest = 0;
+
+	for (int shard = 0; shard < 3; shard++) {
+		struct hgm m = { 0 };
+		struct seen s = { 0 };
+
+		ASSERT_EQ(0, open_both(&m, &self->sync, self->err, sizeof(self->err), 3, shard))
+			TH_LOG("%s", self->err);
+		ASSERT_EQ(0, hgm_run(&m, seen_emit, &s));
+		EXPECT_EQ(0, s.back_steps);
+		total += s.n;
+		host += s.host_n;
+		guest += s.guest_n;
+		hgm_close(&m);
+	}
+	EXPECT_EQ(count_events(data("host.dat")), host);
+	EXPECT_EQ(count_events(data("guest.dat")), guest);
+	EXPECT_EQ(host + guest, total);
+}
+
+static char *read_all(FILE *f, size_t *len)
+{
+	char *buf = NULL;
+	long n;
+
+	fflush(f);
+	n = ftell(f);
+	if (n < 0)
+		return NULL;
+	buf = malloc((size_t)n + 1);
+	rewind(f);
+	if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+		free(buf);
+		return NULL;
+	}
+	*len = (size_t)n;
+	return buf;
+}
+
+/* The threaded merge writes exactly what one thread writes. */
+TEST_F(rec, threads_write_the_same_bytes)
+{
+	struct hgm_input_spec in[2] = { { data("host.dat"), -1 }, { data("guest.dat"), 0 } };
+	char *text[3], *json[3];
+	size_t tlen[3], jlen[3];
+
+	for (int t = 1; t <= 3; t++) {
+		struct hgm_par par = { .sync = &self->sync, .inputs = in, .nr_inputs = 2,
+				       .nr_threads = t };
+		struct hgm_par_result res;
+		FILE *tf = tmpfile(), *jf = tmpfile();
+
+		ASSERT_TRUE(tf && jf);
+		par.text = tf;
+		par.json = jf;
+		ASSERT_EQ(0, hgm_par_run(&par, &res, self->err, sizeof(self->err)))
+			TH_LOG("%d threads: %s", t, self->err);
+		EXPECT_EQ(count_events(data("host.dat")) + count_events(data("guest.dat")),
+			  res.nr_events);
+		text[t - 1] = read_all(tf, &tlen[t - 1]);
+		json[t - 1] = read_all(jf, &jlen[t - 1]);
+		ASSERT_TRUE(text[t - 1] && json[t - 1]);
+		fclose(tf);
+		fclose(jf);
+	}
+	for (int t = 1; t < 3; t++) {
+		ASSERT_EQ(tlen[0], tlen[t]);
+		EXPECT_EQ(0, memcmp(text[0], text[t], tlen[0])) TH_LOG("text, %d threads", t + 1);
+		ASSERT_EQ(jlen[0], jlen[t]);
+		EXPECT_EQ(0, memcmp(json[0], json[t], jlen[0])) TH_LOG("JSON, %d threads", t + 1);
+	}
+	/* One line per event, guest lines tagged. */
+	{
+		size_t lines = 0, tagged = 0;
+
+		for (size_t i = 0; i < tlen[0]; i++)
+			if (text[0][i] == '\n') {
+				lines++;
+				if (i + 1 < tlen[0] && text[0][i + 1] == 'g')
+					tagged++;
+			}
+		EXPECT_EQ(count_events(data("host.dat")) + count_events(data("guest.dat")), lines);
+		EXPECT_LT(0, tagged);
+	}
+	for (int t = 0; t < 3; t++) {
+		free(text[t]);
+		free(json[t]);
+	}
+}
+
+/* A file cut short anywhere is refused with its name, never half-read. */
+TEST_F(rec, truncated_trace_rejected)
+{
+	size_t len;
+	char *buf = slurp(data("guest.dat"), &len);
+	char tmp[] = "/tmp/hgclock-test-XXXXXX";
+	static const double cuts[] = { 0.0001, 0.01, 0.3, 0.6, 0.9, 0.999 };
+	int fd;
+
+	ASSERT_NE(NULL, buf);
+	fd = mkstemp(tmp);
+	ASSERT_LE(0, fd);
+	for (size_t k = 0; k < sizeof(cuts) / sizeof(cuts[0]); k++) {
+		struct hgm m = { 0 };
+		size_t n = (size_t)(len * cuts[k]);
+		int ret;
+
+		ASSERT_EQ(0, ftruncate(fd, 0));
+		ASSERT_EQ((ssize_t)n, pwrite(fd, buf, n, 0));
+		ret = hgm_add_input(&m, tmp, 0, self->err, sizeof(self->err));
+		EXPECT_EQ(-1, ret) TH_LOG("cut at %zu of %zu bytes: accepted", n, len);
+		if (!ret)
+			hgm_close(&m);
+		else
+			EXPECT_NE(NULL, strstr(self->err, tmp)) TH_LOG("%s", self->err);
+	}
+	close(fd);
+	unlink(tmp);
+	free(buf);
+}
+
+/* Not a trace.dat at all: the correlation file, and random bytes. */
+TEST_F(rec, not_a_trace_rejected)
+{
+	struct hgm m = { 0 };
+	char tmp[] = "/tmp/hgclock-test-XXXXXX";
+	char junk[4096];
+	int fd = mkstemp(tmp);
+
+	ASSERT_LE(0, fd);
+	EXPECT_EQ(-1, hgm_add_input(&m, data("merge.hgc"), 0, self->err, sizeof(self->err)));
+	for (size_t i = 0; i < sizeof(junk); i++)
+		junk[i] = (char)(i * 7919 >> 3);
+	ASSERT_EQ((ssize_t)sizeof(junk), write(fd, junk, sizeof(junk)));
+	EXPECT_EQ(-1, hgm_add_input(&m, tmp, 0, self->err, sizeof(self->err)));
+	EXPECT_EQ(-1, hgm_add_input(&m, "/nonexistent/trace.dat", 0, self->err,
+				    sizeof(self->err)));
+	EXPECT_NE(NULL, strstr(self->err, "/nonexistent/trace.dat"));
+	close(fd);
+	unlink(tmp);
+}
+
+/* A guest the correlation does not know is an error, not a silent shift. */
+TEST_F(rec, unknown_guest_rejected)
+{
+	struct hgm_options opt = { 0 };
+
+	ASSERT_EQ(0, hgm_add_input(&self->m, data("guest.dat"), 7, self->err, sizeof(self->err)));
+	EXPECT_EQ(-1, hgm_start(&self->m, &self->sync, &opt, self->err, sizeof(self->err)));
+	EXPECT_NE(NULL, strstr(self->err, "no guest 7"));
+}
+
+TEST(clock_names)
+{
+	static const char *const bad[] = { "global", "mono", "mono_raw", "boot", "counter",
+					   "uptime", "tai", "" };
+	uint32_t c;
+
+	ASSERT_EQ(0, hgm_clock_of("local", &c));
+	EXPECT_EQ(HGSYNC_CLOCK_SCHED, c);
+	ASSERT_EQ(0, hgm_clock_of("perf", &c));
+	EXPECT_EQ(HGSYNC_CLOCK_LOCAL, c);
+	ASSERT_EQ(0, hgm_clock_of("x86-tsc", &c));
+	EXPECT_EQ(HGSYNC_CLOCK_TSC, c);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		EXPECT_EQ(-1, hgm_clock_of(bad[i], &c)) TH_LOG("'%s' accepted", bad[i]);
+	}
+}
+
+TEST_HARNESS_MAIN

@@ -1,0 +1,86 @@
+#!/bin/bash
+# tools/bench/merge.sh - hgclock merge against trace-cmd report on the same
+# files: a real KVM host and guest recorded by the merge scenario
+# (selftests/nested/merge-host.sh) with enough events (default: every kvm,
+# sched, irq and timer event on the host for 10 s), then, here, both tools
+# turn host.dat and guest.dat into text:
+#
+#   trace-cmd report -i host.dat -i guest.dat          > /dev/null
+#   hgclock merge merge.hgc host.dat guest.dat          > /dev/null
+#
+# BENCH lines: events, best wall time of 3 runs of each (and hgclock on
+# one thread), the time ratio, peak memory (max RSS) of each; then the
+# same merge on the small recording of the unit tests (selftests/data),
+# to show memory does not grow with the input.
+#
+#   HGCLOCK_BENCH_MERGE_DIR    use this recording instead of making one
+#   HGCLOCK_BENCH_MERGE_SECONDS  trace length (default 10)
+#   HGCLOCK_MERGE_KERNEL       kernel series of the host VM (default 6.12)
+set -u -o pipefail
+top=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$top"
+. tools/vm/lib.sh
+build=${BUILD:-build}
+tool=$build/user/hgclock
+[ -x "$tool" ] || { echo "bench: build first (make)" >&2; exit 1; }
+
+dir=${HGCLOCK_BENCH_MERGE_DIR:-}
+if [ -z "$dir" ]; then
+	kver=$(vm_series_kernel "${HGCLOCK_MERGE_KERNEL:-6.12}")
+	[ -n "$kver" ] || { echo "bench: no installed ${HGCLOCK_MERGE_KERNEL:-6.12} kernel" >&2; exit 1; }
+	tools/build-module.sh "/usr/src/linux-headers-$kver" "$build/module" >/dev/null || exit 1
+	dir=$top/$build/bench/merge
+	mapfile -t files < <(vm_tracecmd_guest_files)
+	for attempt in 1 2 3; do
+		rm -rf "$dir"
+		echo "== merge: recording a host and a guest on $kver (attempt $attempt)"
+		tools/vm/nested --kernel "$kver" --timeout 1200 "${files[@]}" \
+			--env HGCLOCK_NESTED_LOGS="$dir" \
+			--env HGCLOCK_MERGE_SECONDS="${HGCLOCK_BENCH_MERGE_SECONDS:-10}" \
+			--env "HGCLOCK_MERGE_HOST_EVENTS=-e kvm -e sched -e irq -e timer" -- \
+			selftests/nested/merge-host.sh selftests/nested/merge-guest.sh \
+			>/tmp/hgclock-bench-merge.log 2>&1 && break
+		grep -q 'nested-host: host script exit 0' /tmp/hgclock-bench-merge.log &&
+			"$tool" dump --summary "$dir/merge.hgc" >/dev/null 2>&1 && break
+		grep -v '^guest| \[' /tmp/hgclock-bench-merge.log | tail -n 5 >&2
+	done
+	[ -s "$dir/host.dat" ] && [ -s "$dir/host-guest.dat" ] && [ -s "$dir/merge.hgc" ] ||
+		{ echo "bench: the nested recording failed, see /tmp/hgclock-bench-merge.log" >&2; exit 1; }
+fi
+
+# best of 3: "seconds max_rss_kb"
+measure() {
+	local best="" rss=0 out t r
+	for _ in 1 2 3; do
+		out=$( { /usr/bin/time -f "%e %M" "$@" >/dev/null 2>/dev/null; } 2>&1 | tail -n 1)
+		t=${out% *}
+		r=${out#* }
+		if [ -z "$best" ] || awk -v a="$t" -v b="$best" 'BEGIN { exit !(a < b) }'; then best=$t; fi
+		[ "$r" -gt "$rss" ] && rss=$r
+	done
+	echo "$best $rss"
+}
+
+bench_pair() {	# PREFIX DIR CORR HOST GUEST
+	local p=$1 d=$2 events tc hg hg1 ratio ratio1
+	events=$(trace-cmd report -i "$d/$4" -i "$d/$5" 2>/dev/null | grep -cv 'cpus=')
+	tc=$(measure trace-cmd report -i "$d/$4" -i "$d/$5")
+	hg=$(measure "$tool" merge -q --no-progress "$d/$3" "$d/$4" "$d/$5")
+	hg1=$(measure "$tool" merge -q --no-progress --threads 1 "$d/$3" "$d/$4" "$d/$5")
+	ratio=$(awk -v a="${hg% *}" -v b="${tc% *}" 'BEGIN { printf "%.3f", a / b }')
+	ratio1=$(awk -v a="${hg1% *}" -v b="${tc% *}" 'BEGIN { printf "%.3f", a / b }')
+	echo "BENCH $p.events $events events"
+	echo "BENCH $p.tracecmd_report_s ${tc% *} s"
+	echo "BENCH $p.hgclock_merge_s ${hg% *} s"
+	echo "BENCH $p.hgclock_merge_1thread_s ${hg1% *} s"
+	echo "BENCH $p.time_ratio_merge_over_report $ratio x"
+	echo "BENCH $p.time_ratio_merge_1thread_over_report $ratio1 x"
+	echo "BENCH $p.tracecmd_report_max_rss ${tc#* } KiB"
+	echo "BENCH $p.hgclock_merge_max_rss ${hg#* } KiB"
+	echo "BENCH $p.hgclock_merge_1thread_max_rss ${hg1#* } KiB"
+}
+
+echo "== merge: hgclock merge vs trace-cmd report ($(nproc) CPUs here)"
+bench_pair merge.large "$dir" merge.hgc host.dat host-guest.dat
+make -s "$build/unit/data/merge.hgc" "$build/unit/data/host.dat" "$build/unit/data/guest.dat" || exit 1
+bench_pair merge.small "$build/unit/data" merge.hgc host.dat guest.dat
