@@ -298,6 +298,7 @@ static void json_vcpu_runs(struct hgm_json *j, const struct hgm_input *in,
 		json_i64(&j->w, "host_tid", v->tid);
 		json_end_object(&j->w);
 		json_end_object(&j->w);
+		fputc('\n', j->w.out);
 	}
 }
 

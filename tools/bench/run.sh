@@ -6,6 +6,8 @@
 #
 #   HGCLOCK_KERNELS   kernel series (default "6.1 6.12")
 #   HGCLOCK_VM_ACCEL  tcg (default) or kvm
+#   HGCLOCK_BENCH_MERGE 0 skips hgclock merge against trace-cmd report
+#                     (tools/bench/merge.sh: a nested recording, then here)
 #   HGCLOCK_BENCH_SYNC 0 skips the host/guest synchronization benchmark
 #                     (tools/bench/sync.sh: nested KVM, several minutes)
 set -u -o pipefail
@@ -38,6 +40,10 @@ for series in ${HGCLOCK_KERNELS:-6.1 6.12}; do
 		tools/bench/tracking.sh '$build' '$ko' '$series' || rc=1
 		exit \$rc" || status=1
 done
+if [ "${HGCLOCK_BENCH_MERGE:-1}" != 0 ]; then
+	echo "== hgclock merge against trace-cmd report (tools/bench/merge.sh)"
+	tools/bench/merge.sh || status=1
+fi
 if [ "${HGCLOCK_BENCH_SYNC:-1}" != 0 ]; then
 	echo "== host/guest synchronization against trace-cmd (tools/bench/sync.sh)"
 	tools/bench/sync.sh || status=1
