@@ -414,8 +414,24 @@ void hgm_close(struct hgm *m)
 
 void hgm_format_ts(char *buf, size_t len, uint32_t clock, uint64_t ts)
 {
-	if (clock == HGSYNC_CLOCK_TSC)
-		snprintf(buf, len, "%" PRIu64, ts);
-	else
-		snprintf(buf, len, "%" PRIu64 ".%09" PRIu64, ts / 1000000000, ts % 1000000000);
+	char d[32];
+	size_t n = 0;
+	uint64_t v = ts;
+
+	/* Digits from the end: "sec.nnnnnnnnn", or a count; once per event. */
+	if (clock != HGSYNC_CLOCK_TSC) {
+		for (int i = 0; i < 9; i++, v /= 10)
+			d[sizeof(d) - 1 - n++] = (char)('0' + v % 10);
+		d[sizeof(d) - 1 - n++] = '.';
+	}
+	do {
+		d[sizeof(d) - 1 - n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	if (n >= len) {
+		snprintf(buf, len, "?");
+		return;
+	}
+	memcpy(buf, d + sizeof(d) - n, n);
+	buf[n] = '\0';
 }
