@@ -339,7 +339,7 @@ int hgm_start(struct hgm *m, const struct hgsync *sync, const struct hgm_options
 			st->in = &m->in[i];
 			st->idx = i;
 			st->cpu = c;
-			if (m->opt.progress) {
+			if (m->opt.progress || m->opt.span) {
 				uint64_t last = stream_last_ts(m, st);
 
 				if (last > m->last_ts)
@@ -356,19 +356,22 @@ int hgm_start(struct hgm *m, const struct hgsync *sync, const struct hgm_options
 	return 0;
 }
 
+unsigned int hgm_percent(uint64_t first_ts, uint64_t last_ts, uint64_t host_ts)
+{
+	unsigned int pct;
+
+	if (last_ts <= first_ts || host_ts <= first_ts)
+		return 0;
+	pct = (unsigned int)((double)(host_ts - first_ts) * 100.0 / (double)(last_ts - first_ts));
+	return pct > 99 ? 99 : pct;
+}
+
 static void progress(struct hgm *m, bool done)
 {
 	unsigned int pct = 100;
 
-	if (!done && m->last_ts > m->first_ts && m->heap_len) {
-		uint64_t at = m->heap[0]->ev.host_ts;
-
-		pct = at <= m->first_ts ? 0 :
-		      (unsigned int)((double)(at - m->first_ts) * 100.0 /
-				     (double)(m->last_ts - m->first_ts));
-		if (pct > 99)
-			pct = 99;
-	}
+	if (!done)
+		pct = m->heap_len ? hgm_percent(m->first_ts, m->last_ts, m->heap[0]->ev.host_ts) : 99;
 	fprintf(stderr, "\rmerge: %3u%% %" PRIu64 " events%s", pct, m->nr_events, done ? "\n" : "");
 }
 

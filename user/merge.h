@@ -63,6 +63,7 @@ struct hgm_event {
 struct hgm_options {
 	uint32_t method;		/* 0 best, else HGCOR_METHOD_* only */
 	bool progress;			/* a progress line on stderr */
+	bool span;			/* find first_ts/last_ts (progress does) */
 	int shard, nr_shards;		/* only streams i with i % nr_shards == shard (0: all) */
 };
 
@@ -105,6 +106,9 @@ int hgm_start(struct hgm *m, const struct hgsync *sync, const struct hgm_options
  * on, else stops the merge with that value).  Returns 0 or @emit's value.
  */
 int hgm_run(struct hgm *m, int (*emit)(void *ctx, const struct hgm_event *ev), void *ctx);
+
+/* Percent of the span [first_ts, last_ts] that @host_ts has reached. */
+unsigned int hgm_percent(uint64_t first_ts, uint64_t last_ts, uint64_t host_ts);
 
 void hgm_close(struct hgm *m);
 

@@ -165,6 +165,7 @@ static void *worker_main(void *arg)
 	opt.shard = w->shard;
 	opt.nr_shards = par->nr_threads;
 	opt.progress = false;
+	opt.span = par->progress;
 	for (int i = 0; i < par->nr_inputs && !w->failed; i++)
 		if (hgm_add_input(&w->m, par->inputs[i].path, par->inputs[i].guest, w->err,
 				  sizeof(w->err)))
@@ -277,7 +278,7 @@ int hgm_par_run(const struct hgm_par *par, struct hgm_par_result *res, char *err
 	struct worker **heap = calloc((size_t)nt, sizeof(*heap));
 	struct hgm_json json;
 	bool json_open = false;
-	uint64_t nr = 0;
+	uint64_t nr = 0, first_ts = UINT64_MAX, last_ts = 0;
 
 	memset(res, 0, sizeof(*res));
 	if (!ws || !heap) {
@@ -316,6 +317,13 @@ int hgm_par_run(const struct hgm_par *par, struct hgm_par_result *res, char *err
 		}
 		json_open = true;
 	}
+	/* The whole span, for the progress line: over every worker's streams. */
+	for (int i = 0; i < nt; i++) {
+		if (ws[i].m.first_ts < first_ts)
+			first_ts = ws[i].m.first_ts;
+		if (ws[i].m.last_ts > last_ts)
+			last_ts = ws[i].m.last_ts;
+	}
 	for (int i = 0; i < nt; i++)
 		if (next_chunk(&ws[i]))
 			heap[n++] = &ws[i];
@@ -338,8 +346,9 @@ int hgm_par_run(const struct hgm_par *par, struct hgm_par_result *res, char *err
 				hgm_json_span(&json, &ws[0].m, ce->key);
 		}
 		nr++;
-		if (par->progress && !(nr & 0xfffff))
-			fprintf(stderr, "\rmerge: %" PRIu64 " events", nr);
+		if (par->progress && !(nr & 0xffff))
+			fprintf(stderr, "\rmerge: %3u%% %" PRIu64 " events",
+				hgm_percent(first_ts, last_ts, ce->key), nr);
 		if (++w->rd_i == w->rd->n && !next_chunk(w))
 			heap[0] = heap[--n];
 		if (n)
@@ -351,7 +360,7 @@ int hgm_par_run(const struct hgm_par *par, struct hgm_par_result *res, char *err
 		}
 	}
 	if (par->progress)
-		fprintf(stderr, "\rmerge: %" PRIu64 " events\n", nr);
+		fprintf(stderr, "\rmerge: 100%% %" PRIu64 " events\n", nr);
 	ret = 0;
 join:
 	for (int i = 0; i < started; i++)
