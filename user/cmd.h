@@ -70,5 +70,12 @@ int hg_open_device(void);
 /* Maps a whole file read-only (an empty file gives ""); an exit status. */
 int hg_map_file(const char *path, const void **buf, size_t *len);
 void hg_unmap_file(const void *buf, size_t len);
+/*
+ * Maps a correlation file and loads its mapping (computing it when the
+ * file has none) or says why not; an exit status.  On success the caller
+ * frees @s with hgsync_free() and unmaps @buf/@len.
+ */
+struct hgsync;
+int hg_load_sync(const char *path, int flags, struct hgsync *s, const void **buf, size_t *len);
 
 #endif /* HGCLOCK_CMD_H */

@@ -90,7 +90,7 @@ int cmd_convert(int argc, char **argv)
 	bool json = false;
 	int flags = 0, c, ret;
 	const void *buf;
-	size_t len, pos;
+	size_t len;
 	struct hgsync s;
 	const char *path;
 
@@ -151,21 +151,9 @@ int cmd_convert(int argc, char **argv)
 			hg_err("'%s' is not a clock value (an unsigned integer)", argv[i]);
 			return HGCLOCK_EXIT_USAGE;
 		}
-	ret = hg_map_file(path, &buf, &len);
+	ret = hg_load_sync(path, flags, &s, &buf, &len);
 	if (ret)
 		return ret;
-	ret = hgsync_load(&s, buf, len, flags, &pos);
-	if (ret) {
-		hg_err("%s: %s (at byte %zu)", path,
-		       ret == -ENOMEM ? strerror(ENOMEM) : hgcor_strerror(ret), pos);
-		hg_unmap_file(buf, len);
-		return ret == -ENOMEM ? HGCLOCK_EXIT_FAILURE : HGCLOCK_EXIT_BAD_INPUT;
-	}
-	if (!s.has_file_segments && hgsync_build(&s)) {
-		hg_err("out of memory");
-		ret = HGCLOCK_EXIT_FAILURE;
-		goto out;
-	}
 	if (guest >= s.nr_guests || !s.guests[guest].present) {
 		hg_err("%s: no guest %" PRIu64 " in this file", path, guest);
 		ret = HGCLOCK_EXIT_BAD_INPUT;

@@ -173,7 +173,7 @@ int cmd_merge(int argc, char **argv)
 	uint64_t threads = ncpu > 8 ? 8 : ncpu > 0 ? (uint64_t)ncpu : 1;
 	FILE *tout = NULL, *jout = NULL;
 	const void *buf = NULL;
-	size_t len = 0, pos = 0;
+	size_t len = 0;
 	char err[512];
 
 	while ((c = getopt_long(argc, argv, "o:qh", opts, NULL)) != -1) {
@@ -268,21 +268,10 @@ int cmd_merge(int argc, char **argv)
 	}
 
 	/* The correlation file first: its errors are the cheapest to find. */
-	ret = hg_map_file(corr, &buf, &len);
+	ret = hg_load_sync(corr, recompute ? HGSYNC_IGNORE_SEGMENTS : 0, &s, &buf, &len);
 	if (ret)
 		return ret;
-	ret = hgsync_load(&s, buf, len, recompute ? HGSYNC_IGNORE_SEGMENTS : 0, &pos);
-	if (ret) {
-		hg_err("%s: %s (at byte %zu)", corr,
-		       ret == -ENOMEM ? strerror(ENOMEM) : hgcor_strerror(ret), pos);
-		hg_unmap_file(buf, len);
-		return ret == -ENOMEM ? HGCLOCK_EXIT_FAILURE : HGCLOCK_EXIT_BAD_INPUT;
-	}
 	ret = HGCLOCK_EXIT_FAILURE;
-	if (!s.has_file_segments && hgsync_build(&s)) {
-		hg_err("out of memory");
-		goto out;
-	}
 	/* Inputs are checked before any output file is created. */
 	for (int i = 0; i < par.nr_inputs; i++)
 		if (access(inputs[i].path, R_OK)) {

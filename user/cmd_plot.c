@@ -318,7 +318,7 @@ int cmd_plot(int argc, char **argv)
 	struct plot p = { .clock = HGSYNC_CLOCK_SCHED };
 	const char *path, *out_path = "-";
 	const void *buf;
-	size_t len, pos = 0;
+	size_t len;
 	struct hgsync s;
 	uint64_t guest = 0, tmin = UINT64_MAX, tmax = 0;
 	int c, ret, height;
@@ -360,22 +360,10 @@ int cmd_plot(int argc, char **argv)
 		return HGCLOCK_EXIT_USAGE;
 	}
 	path = argv[optind];
-	ret = hg_map_file(path, &buf, &len);
+	ret = hg_load_sync(path, 0, &s, &buf, &len);
 	if (ret)
 		return ret;
-	ret = hgsync_load(&s, buf, len, 0, &pos);
-	if (ret) {
-		hg_err("%s: %s (at byte %zu)", path,
-		       ret == -ENOMEM ? strerror(ENOMEM) : hgcor_strerror(ret), pos);
-		hg_unmap_file(buf, len);
-		return ret == -ENOMEM ? HGCLOCK_EXIT_FAILURE : HGCLOCK_EXIT_BAD_INPUT;
-	}
 	ret = HGCLOCK_EXIT_BAD_INPUT;
-	if (!s.has_file_segments && hgsync_build(&s)) {
-		hg_err("out of memory");
-		ret = HGCLOCK_EXIT_FAILURE;
-		goto out;
-	}
 	if (guest >= s.nr_guests || !s.guests[guest].present) {
 		hg_err("%s: no guest %" PRIu64 " in this file", path, guest);
 		goto out;

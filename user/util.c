@@ -14,6 +14,7 @@
 
 #include "cmd.h"
 #include "libhgclock.h"
+#include "sync.h"
 
 const char *hgclock_prog = "hgclock";
 
@@ -154,4 +155,28 @@ void hg_unmap_file(const void *buf, size_t len)
 {
 	if (len)
 		munmap((void *)buf, len);
+}
+
+int hg_load_sync(const char *path, int flags, struct hgsync *s, const void **buf, size_t *len)
+{
+	size_t pos = 0;
+	int ret = hg_map_file(path, buf, len);
+
+	if (ret)
+		return ret;
+	ret = hgsync_load(s, *buf, *len, flags, &pos);
+	if (ret) {
+		hg_err("%s: %s (at byte %zu)", path,
+		       ret == -ENOMEM ? strerror(ENOMEM) : hgcor_strerror(ret), pos);
+		hg_unmap_file(*buf, *len);
+		return ret == -ENOMEM ? HGCLOCK_EXIT_FAILURE : HGCLOCK_EXIT_BAD_INPUT;
+	}
+	/* Files without a SEGMENTS section: the mapping is computed here. */
+	if (!s->has_file_segments && hgsync_build(s)) {
+		hg_err("out of memory");
+		hgsync_free(s);
+		hg_unmap_file(*buf, *len);
+		return HGCLOCK_EXIT_FAILURE;
+	}
+	return HGCLOCK_EXIT_OK;
 }
