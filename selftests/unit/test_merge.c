@@ -256,7 +256,7 @@ TEST_F(rec, unmapped_flagged_not_dropped)
 }
 
 /* Shards partition the streams: together they see every event once. */
-TEST_F(rec, shards_partition_the_streams)
+TEST_F_TIMEOUT(rec, shards_partition_the_streams, 600)
 {
 	uint64_t total = 0, host = 0, guest = 0;
 
@@ -298,7 +298,7 @@ static char *read_all(FILE *f, size_t *len)
 }
 
 /* The threaded merge writes exactly what one thread writes. */
-TEST_F(rec, threads_write_the_same_bytes)
+TEST_F_TIMEOUT(rec, threads_write_the_same_bytes, 600)
 {
 	struct hgm_input_spec in[2] = { { data("host.dat"), -1 }, { data("guest.dat"), 0 } };
 	char *text[3], *json[3];
@@ -349,7 +349,7 @@ TEST_F(rec, threads_write_the_same_bytes)
 }
 
 /* A file cut short anywhere is refused with its name, never half-read. */
-TEST_F(rec, truncated_trace_rejected)
+TEST_F_TIMEOUT(rec, truncated_trace_rejected, 600)
 {
 	size_t len;
 	char *buf = slurp(data("guest.dat"), &len);
