@@ -124,8 +124,13 @@ void hgm_format_ts(char *buf, size_t len, uint32_t clock, uint64_t ts);
 struct hgm_text {
 	FILE *out;
 	struct trace_seq *seq;
+	char *buf;		/* the last formatted line(s) */
+	size_t len, cap;
 };
 int hgm_text_init(struct hgm_text *t, FILE *out);
+/* Formats @ev into t->buf/t->len (a line, after a drop notice if any). */
+int hgm_text_format(struct hgm_text *t, const struct hgm_event *ev);
+/* hgm_text_format(), then writes it to t->out. */
 int hgm_text_event(void *ctx, const struct hgm_event *ev);
 void hgm_text_free(struct hgm_text *t);
 

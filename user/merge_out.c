@@ -32,10 +32,71 @@ static const char *event_name(const struct hgm_event *ev)
 	return ev->event ? ev->event->name : "unknown";
 }
 
-/* ---- text ---- */
+/* ---- text lines, built in a buffer: most of a merge's output and time ---- */
+
+static int buf_room(struct hgm_text *t, size_t more)
+{
+	char *b;
+	size_t cap;
+
+	if (t->len + more <= t->cap)
+		return 0;
+	cap = t->cap ? t->cap : 4096;
+	while (cap < t->len + more)
+		cap *= 2;
+	b = realloc(t->buf, cap);
+	if (!b)
+		return -1;
+	t->buf = b;
+	t->cap = cap;
+	return 0;
+}
+
+static int put(struct hgm_text *t, const char *s, size_t n, size_t width, bool left)
+{
+	size_t pad = n < width ? width - n : 0;
+
+	if (buf_room(t, n + pad))
+		return -1;
+	if (!left) {
+		memset(t->buf + t->len, ' ', pad);
+		t->len += pad;
+	}
+	memcpy(t->buf + t->len, s, n);
+	t->len += n;
+	if (left) {
+		memset(t->buf + t->len, ' ', pad);
+		t->len += pad;
+	}
+	return 0;
+}
+
+static int put_str(struct hgm_text *t, const char *s, size_t width, bool left)
+{
+	return put(t, s, strlen(s), width, left);
+}
+
+/* A decimal number, at least @width digits with @zero ('0'), else left-aligned in @width. */
+static int put_int(struct hgm_text *t, long long v, size_t width, bool zero)
+{
+	char d[24];
+	size_t n = 0;
+	unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+
+	do {
+		d[sizeof(d) - 1 - n++] = (char)('0' + u % 10);
+		u /= 10;
+	} while (u);
+	while (zero && n < width && n < sizeof(d) - 1)
+		d[sizeof(d) - 1 - n++] = '0';
+	if (v < 0)
+		d[sizeof(d) - 1 - n++] = '-';
+	return put(t, d + sizeof(d) - n, n, zero ? 0 : width, true);
+}
 
 int hgm_text_init(struct hgm_text *t, FILE *out)
 {
+	memset(t, 0, sizeof(*t));
 	t->out = out;
 	t->seq = malloc(sizeof(*t->seq));
 	if (!t->seq)
@@ -51,140 +112,83 @@ void hgm_text_free(struct hgm_text *t)
 		free(t->seq);
 		t->seq = NULL;
 	}
-}
-
-/* ---- a line without printf: most of a merge's output, most of its time ---- */
-
-struct line {
-	char *p, *end;
-};
-
-static void put(struct line *l, const char *s, size_t n, size_t width, bool left)
-{
-	size_t pad = n < width ? width - n : 0;
-
-	if (l->p + n + pad > l->end) {
-		l->p = NULL;
-		return;
-	}
-	if (!left) {
-		memset(l->p, ' ', pad);
-		l->p += pad;
-	}
-	memcpy(l->p, s, n);
-	l->p += n;
-	if (left) {
-		memset(l->p, ' ', pad);
-		l->p += pad;
-	}
-}
-
-static void put_uint(struct line *l, unsigned int v, size_t width, char zero)
-{
-	char d[16];
-	size_t n = 0;
-
-	do {
-		d[sizeof(d) - 1 - n++] = (char)('0' + v % 10);
-		v /= 10;
-	} while (v);
-	while (zero && n < width && n < sizeof(d))
-		d[sizeof(d) - 1 - n++] = '0';
-	put(l, d + sizeof(d) - n, n, zero ? 0 : width, true);
+	free(t->buf);
+	t->buf = NULL;
+	t->len = t->cap = 0;
 }
 
 /*
- * "%-12s %16s-%-5d [%03d] %s: %-20s %s" by hand; -1 (nothing written)
- * when it does not fit the buffer or a number is negative: then printf.
- */
-static int line_fast(FILE *out, const char *tag, const char *comm, int pid, int cpu,
-		     const char *ts, const char *name, const char *info)
-{
-	char buf[2048];
-	struct line l = { buf, buf + sizeof(buf) };
-
-	if (pid < 0 || cpu < 0)
-		return -1;
-	put(&l, tag, strlen(tag), 12, true);
-	if (l.p)
-		put(&l, " ", 1, 0, true);
-	if (l.p)
-		put(&l, comm, strlen(comm), 16, false);
-	if (l.p)
-		put(&l, "-", 1, 0, true);
-	if (l.p)
-		put_uint(&l, (unsigned int)pid, 5, 0);
-	if (l.p)
-		put(&l, " [", 2, 0, true);
-	if (l.p)
-		put_uint(&l, (unsigned int)cpu, 3, '0');
-	if (l.p)
-		put(&l, "] ", 2, 0, true);
-	if (l.p)
-		put(&l, ts, strlen(ts), 0, true);
-	if (l.p)
-		put(&l, ": ", 2, 0, true);
-	if (l.p)
-		put(&l, name, strlen(name), 20, true);
-	if (l.p)
-		put(&l, " ", 1, 0, true);
-	if (l.p)
-		put(&l, info, strlen(info), 0, true);
-	if (!l.p)
-		return -1;
-	fwrite(buf, 1, (size_t)(l.p - buf), out);
-	return 0;
-}
-
-/*
- * host       <comm>-<pid> [CPU] TIME: EVENT: INFO
- * gG vV hHHH <comm>-<pid> [vCPU] TIME: EVENT: INFO  {tid T, +-B ns, METHOD}
+ * host       <comm>-<pid> [CPU] TIME: EVENT  INFO
+ * gG vV hHHH <comm>-<pid> [vCPU] TIME: EVENT  INFO  {tid T, +-B ns, METHOD}
  *
- * TIME is the host's clock.  A guest line's tag names its guest, vCPU
- * and the host CPU that ran the vCPU ("h---": unknown); its braces carry
- * the vCPU's host thread, the mapping's error bound and its method, or
- * what is wrong with it.
+ * ("%-12s %16s-%-5d [%03d] %s: %-20s %s", by hand: printf was a tenth of
+ * a merge's time.)  TIME is the host's clock.  A guest line's tag names
+ * its guest, vCPU and the host CPU that ran the vCPU ("h---": unknown);
+ * its braces carry the vCPU's host thread, the mapping's error bound and
+ * its method, or what is wrong with it.  A drop notice line comes first
+ * when ftrace lost events before this one.
  */
-int hgm_text_event(void *ctx, const struct hgm_event *ev)
+int hgm_text_format(struct hgm_text *t, const struct hgm_event *ev)
 {
-	struct hgm_text *t = ctx;
 	struct tep_handle *tep = ev->in->tep;
 	int pid = tep_data_pid(tep, ev->rec);
 	const char *comm = tep_data_comm_from_pid(tep, pid);
 	const char *info = event_info(t->seq, ev);
-	char tag[32], ts[32];
+	char tag[48], ts[32];
+	int err = 0;
 
-	if (ev->in->guest < 0) {
+	t->len = 0;
+	if (ev->in->guest < 0)
 		snprintf(tag, sizeof(tag), "host");
-	} else if (ev->host_cpu >= 0) {
+	else if (ev->host_cpu >= 0)
 		snprintf(tag, sizeof(tag), "g%d v%d h%03d", ev->in->guest, ev->cpu, ev->host_cpu);
-	} else {
+	else
 		snprintf(tag, sizeof(tag), "g%d v%d h---", ev->in->guest, ev->cpu);
+	if (ev->rec->missed_events) {
+		err |= put_str(t, tag, 12, true) | put_str(t, " CPU:", 0, true) |
+		       put_int(t, ev->cpu, 0, false) | put_str(t, " [", 0, true);
+		if (ev->rec->missed_events > 0)
+			err |= put_int(t, ev->rec->missed_events, 0, false) | put_str(t, " ", 0, true);
+		err |= put_str(t, "EVENTS DROPPED]\n", 0, true);
 	}
-	if (ev->rec->missed_events > 0)
-		fprintf(t->out, "%-12s CPU:%d [%lld EVENTS DROPPED]\n", tag, ev->cpu,
-			ev->rec->missed_events);
-	else if (ev->rec->missed_events < 0)
-		fprintf(t->out, "%-12s CPU:%d [EVENTS DROPPED]\n", tag, ev->cpu);
 	hgm_format_ts(ts, sizeof(ts), ev->in->clock, ev->host_ts);
-	if (line_fast(t->out, tag, comm, pid, ev->cpu, ts, event_name(ev), info))
-		fprintf(t->out, "%-12s %16s-%-5d [%03d] %s: %-20s %s", tag, comm, pid, ev->cpu, ts,
-			event_name(ev), info);
+	err |= put_str(t, tag, 12, true) | put_str(t, " ", 0, true) | put_str(t, comm, 16, false) |
+	       put_str(t, "-", 0, true) | put_int(t, pid, 5, false) | put_str(t, " [", 0, true) |
+	       put_int(t, ev->cpu, 3, true) | put_str(t, "] ", 0, true) | put_str(t, ts, 0, true) |
+	       put_str(t, ": ", 0, true) | put_str(t, event_name(ev), 20, true) |
+	       put_str(t, " ", 0, true) | put_str(t, info, 0, true);
 	if (ev->in->guest >= 0) {
 		if (ev->flags & HGM_EV_UNMAPPED) {
 			hgm_format_ts(ts, sizeof(ts), ev->in->clock, ev->raw_ts);
-			fprintf(t->out, "  {UNMAPPED: guest time %s}", ts);
+			err |= put_str(t, "  {UNMAPPED: guest time ", 0, true) | put_str(t, ts, 0, true) |
+			       put_str(t, "}", 0, true);
 		} else {
-			fprintf(t->out, "  {tid %d, +-%" PRIu64 " ns, %s%s%s%s}", ev->host_tid,
-				ev->bound_ns, hgsync_method_name(ev->method),
-				ev->flags & HGM_EV_NO_HOST_CPU ? ", NO-HOST-CPU" : "",
-				ev->flags & HGM_EV_NOT_RUNNING ? ", NOT-RUNNING" : "",
-				ev->flags & HGM_EV_CPU_UNSURE ? ", CPU-UNSURE" : "");
+			err |= put_str(t, "  {tid ", 0, true) | put_int(t, ev->host_tid, 0, false) |
+			       put_str(t, ", +-", 0, true) |
+			       put_int(t, (long long)(ev->bound_ns > INT64_MAX ? INT64_MAX : ev->bound_ns),
+				       0, false) |
+			       put_str(t, " ns, ", 0, true) |
+			       put_str(t, hgsync_method_name(ev->method), 0, true);
+			if (ev->flags & HGM_EV_NO_HOST_CPU)
+				err |= put_str(t, ", NO-HOST-CPU", 0, true);
+			if (ev->flags & HGM_EV_NOT_RUNNING)
+				err |= put_str(t, ", NOT-RUNNING", 0, true);
+			if (ev->flags & HGM_EV_CPU_UNSURE)
+				err |= put_str(t, ", CPU-UNSURE", 0, true);
+			err |= put_str(t, "}", 0, true);
 		}
 	}
-	if (fputc('\n', t->out) == EOF)
+	err |= put_str(t, "\n", 0, true);
+	return err ? -1 : 0;
+}
+
+int hgm_text_event(void *ctx, const struct hgm_event *ev)
+{
+	struct hgm_text *t = ctx;
+
+	if (hgm_text_format(t, ev))
 		return -1;
-	return 0;
+	return fwrite(t->buf, 1, t->len, t->out) == t->len ? 0 : -1;
 }
 
 /* ---- JSON ---- */

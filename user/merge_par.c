@@ -39,8 +39,10 @@ struct chunk {
 	struct chunk *next;
 	size_t n;
 	struct chunk_ev ev[HGM_CHUNK_EVENTS];
-	char *text, *json;	/* open_memstream() buffers, owned */
-	size_t text_len, json_len;
+	char *text;		/* formatted lines, malloc()ed, owned */
+	size_t text_len, text_cap;
+	char *json;		/* an open_memstream() buffer, owned */
+	size_t json_len;
 };
 
 struct worker {
@@ -55,9 +57,9 @@ struct worker {
 	struct hgm_text text;
 	struct trace_seq seq;
 	struct chunk *cur;
-	FILE *tmem, *jmem;
-	char *tbuf, *jbuf;
-	size_t tsize, jsize;
+	FILE *jmem;
+	char *jbuf;
+	size_t jsize;
 
 	/* the queue: lock protects head/tail/depth/done */
 	pthread_mutex_t lock;
@@ -79,12 +81,10 @@ static int chunk_open(struct worker *w)
 	w->cur = calloc(1, sizeof(*w->cur));
 	if (!w->cur)
 		return -1;
-	w->tbuf = w->jbuf = NULL;
-	w->tmem = w->par->text ? open_memstream(&w->tbuf, &w->tsize) : NULL;
+	w->jbuf = NULL;
 	w->jmem = w->par->json ? open_memstream(&w->jbuf, &w->jsize) : NULL;
-	if ((w->par->text && !w->tmem) || (w->par->json && !w->jmem))
+	if (w->par->json && !w->jmem)
 		return -1;
-	w->text.out = w->tmem;
 	return 0;
 }
 
@@ -94,13 +94,9 @@ static int chunk_push(struct worker *w)
 	struct chunk *c = w->cur;
 	int stop;
 
-	if (w->tmem && fclose(w->tmem))
-		return -1;
 	if (w->jmem && fclose(w->jmem))
 		return -1;
-	w->tmem = w->jmem = NULL;
-	c->text = w->tbuf;
-	c->text_len = w->tsize;
+	w->jmem = NULL;
 	c->json = w->jbuf;
 	c->json_len = w->jsize;
 	w->cur = NULL;
@@ -135,10 +131,26 @@ static int worker_emit(void *ctx, const struct hgm_event *ev)
 	ce->key = ev->host_ts;
 	ce->tie = (uint32_t)(ev->in - w->m.in) << 16 | (uint32_t)ev->cpu;
 	ce->unmapped = !!(ev->flags & HGM_EV_UNMAPPED);
-	if (w->tmem) {
-		if (hgm_text_event(&w->text, ev))
+	if (w->par->text) {
+		struct chunk *c = w->cur;
+
+		if (hgm_text_format(&w->text, ev))
 			return -1;
-		ce->text_end = (size_t)ftell(w->tmem);
+		if (c->text_len + w->text.len > c->text_cap) {
+			size_t cap = c->text_cap ? c->text_cap * 2 : 256 * 1024;
+			char *b;
+
+			while (cap < c->text_len + w->text.len)
+				cap *= 2;
+			b = realloc(c->text, cap);
+			if (!b)
+				return -1;
+			c->text = b;
+			c->text_cap = cap;
+		}
+		memcpy(c->text + c->text_len, w->text.buf, w->text.len);
+		c->text_len += w->text.len;
+		ce->text_end = c->text_len;
 	}
 	if (w->jmem) {
 		struct json_writer jw;
@@ -183,12 +195,10 @@ static void *worker_main(void *arg)
 	if (!w->failed && !chunk_open(w) && !hgm_run(&w->m, worker_emit, w))
 		ret = w->cur && w->cur->n ? chunk_push(w) : 0;
 	if (w->cur) {
-		if (w->tmem)
-			fclose(w->tmem);
 		if (w->jmem)
 			fclose(w->jmem);
-		free(w->tbuf);
 		free(w->jbuf);
+		free(w->cur->text);
 		free(w->cur);
 		w->cur = NULL;
 	}

@@ -48,25 +48,30 @@ if [ -z "$dir" ]; then
 		{ echo "bench: the nested recording failed, see /tmp/hgclock-bench-merge.log" >&2; exit 1; }
 fi
 
-# best of 3: "seconds max_rss_kb"
+# best of 3: "seconds max_rss_kb"; the command's own output and errors
+# go nowhere, /usr/bin/time's into a file of its own.
 measure() {
-	local best="" rss=0 out t r
+	local best="" rss=0 out t r tf
+	tf=$(mktemp)
 	for _ in 1 2 3; do
-		out=$( { /usr/bin/time -f "%e %M" "$@" >/dev/null 2>/dev/null; } 2>&1 | tail -n 1)
+		/usr/bin/time -o "$tf" -f "%e %M" "$@" >/dev/null 2>&1 ||
+			{ echo "bench: $* failed" >&2; rm -f "$tf"; return 1; }
+		out=$(tail -n 1 "$tf")
 		t=${out% *}
 		r=${out#* }
 		if [ -z "$best" ] || awk -v a="$t" -v b="$best" 'BEGIN { exit !(a < b) }'; then best=$t; fi
 		[ "$r" -gt "$rss" ] && rss=$r
 	done
+	rm -f "$tf"
 	echo "$best $rss"
 }
 
 bench_pair() {	# PREFIX DIR CORR HOST GUEST
 	local p=$1 d=$2 events tc hg hg1 ratio ratio1
 	events=$(trace-cmd report -i "$d/$4" -i "$d/$5" 2>/dev/null | grep -cv 'cpus=')
-	tc=$(measure trace-cmd report -i "$d/$4" -i "$d/$5")
-	hg=$(measure "$tool" merge -q --no-progress "$d/$3" "$d/$4" "$d/$5")
-	hg1=$(measure "$tool" merge -q --no-progress --threads 1 "$d/$3" "$d/$4" "$d/$5")
+	tc=$(measure trace-cmd report -i "$d/$4" -i "$d/$5") || return 1
+	hg=$(measure "$tool" merge -q --no-progress "$d/$3" "$d/$4" "$d/$5") || return 1
+	hg1=$(measure "$tool" merge -q --no-progress --threads 1 "$d/$3" "$d/$4" "$d/$5") || return 1
 	ratio=$(awk -v a="${hg% *}" -v b="${tc% *}" 'BEGIN { printf "%.3f", a / b }')
 	ratio1=$(awk -v a="${hg1% *}" -v b="${tc% *}" 'BEGIN { printf "%.3f", a / b }')
 	echo "BENCH $p.events $events events"
@@ -81,6 +86,6 @@ bench_pair() {	# PREFIX DIR CORR HOST GUEST
 }
 
 echo "== merge: hgclock merge vs trace-cmd report ($(nproc) CPUs here)"
-bench_pair merge.large "$dir" merge.hgc host.dat host-guest.dat
+bench_pair merge.large "$dir" merge.hgc host.dat host-guest.dat || exit 1
 make -s "$build/unit/data/merge.hgc" "$build/unit/data/host.dat" "$build/unit/data/guest.dat" || exit 1
-bench_pair merge.small "$build/unit/data" merge.hgc host.dat guest.dat
+bench_pair merge.small "$build/unit/data" merge.hgc host.dat guest.dat || exit 1
