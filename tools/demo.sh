@@ -50,7 +50,9 @@ for attempt in 1 2 3; do
 	grep -q 'nested-host: host script exit 0' /tmp/hgclock-demo.log &&
 		"$build/user/hgclock" dump --summary "$out/merge.hgc" >/dev/null 2>&1 && break
 	# The emulated nested setup fails now and then (tools/vm/README).
-	echo "   (the nested VMs failed, attempt $attempt: $(grep -v '^guest| \[' /tmp/hgclock-demo.log | tail -n 1))"
+	cp /tmp/hgclock-demo.log "/tmp/hgclock-demo.attempt$attempt.log"
+	echo "   (attempt $attempt failed, see /tmp/hgclock-demo.attempt$attempt.log:" \
+		"$(grep -E 'nested-host: |merge: |Oops|timed out' /tmp/hgclock-demo.log | tail -n 1))"
 done
 [ -s "$out/merge.hgc" ] && [ -s "$out/host.dat" ] && [ -s "$out/host-guest.dat" ] ||
 	{ echo "demo: the recording failed, see /tmp/hgclock-demo.log" >&2; exit 1; }
