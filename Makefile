@@ -140,6 +140,11 @@ headers-check:
 check:
 	tools/check.sh
 
+# A debug kernel built once from linux-source-6.1 (tools/debug-kernel.sh).
+.PHONY: check-debug
+check-debug:
+	BUILD=$(BUILD) tools/check-debug.sh
+
 demo:
 	tools/demo.sh
 

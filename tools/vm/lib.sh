@@ -102,9 +102,12 @@ vm_tree_release() {
 }
 
 # vm_tree_image DIR: the kernel to boot from a build tree: its vmlinux if
-# it has PVH entry (no decompressor under TCG), else its bzImage.
+# it has PVH entry (no decompressor under TCG), else its bzImage. Not with
+# KASAN: the 6.1 debug kernel's vmlinux dies through PVH before printing
+# anything (qemu exits at once), its bzImage boots.
 vm_tree_image() {
-	if grep -qx 'CONFIG_PVH=y' "$1/.config" 2>/dev/null && [ -s "$1/vmlinux" ]; then
+	if grep -qx 'CONFIG_PVH=y' "$1/.config" 2>/dev/null &&
+	   ! grep -qx 'CONFIG_KASAN=y' "$1/.config" && [ -s "$1/vmlinux" ]; then
 		echo "$1/vmlinux"
 	elif [ -s "$1/arch/x86/boot/bzImage" ]; then
 		echo "$1/arch/x86/boot/bzImage"
