@@ -209,7 +209,7 @@ for series in $merge_kernels; do
 		# Emulator faults, hangs, and guests the emulator reset (see the
 		# nested tests above): infrastructure, retried.
 		if grep -q -e 'Oops: int3' -e 'never came up' -e 'qemu had exited by itself' \
-			"$log_dir/$name.out" || [ $rc -eq 124 ] || [ $rc -eq 125 ]; then
+			-e 'VM died while' "$log_dir/$name.out" || [ $rc -eq 124 ] || [ $rc -eq 125 ]; then
 			note "infrastructure failure (exit $rc); retrying"
 			continue
 		fi

@@ -468,6 +468,80 @@ static int cmp_seg(const void *a, const void *b)
 	return x->guest_start < y->guest_start ? -1 : x->guest_start > y->guest_start;
 }
 
+static const struct hgcor_segment *find_seg(const struct hgsync_guest *g, uint32_t method,
+					    uint32_t clock, int vcpu, uint64_t guest_value);
+
+/*
+ * For each PROBE segment, the span of guest values its probes cover: a
+ * fit holds its bound only there (probe_extrapolation()).  Each probe is
+ * looked up with the index just built.
+ */
+static int probe_spans(struct hgsync_guest *g)
+{
+	size_t n = g->nr_segs ? g->nr_segs : 1;
+	uint64_t *lo = realloc(g->seg_probe_lo, n * sizeof(*lo));
+	uint64_t *hi;
+
+	if (lo)
+		g->seg_probe_lo = lo;
+	hi = lo ? realloc(g->seg_probe_hi, n * sizeof(*hi)) : NULL;
+	if (!lo || !hi)
+		return -ENOMEM;
+	g->seg_probe_hi = hi;
+	for (size_t i = 0; i < g->nr_segs; i++) {
+		lo[i] = UINT64_MAX;
+		hi[i] = 0;
+	}
+	for (size_t i = 0; i < g->nr_probes; i++) {
+		const struct hgcor_probe *p = &g->probes[i];
+		uint64_t x[2] = { p->guest_tsc, p->guest_sched_ns };
+		uint32_t clocks[2] = { HGCOR_CLOCK_TSC, HGCOR_CLOCK_SCHED };
+
+		for (int k = 0; k < 2; k++) {
+			const struct hgcor_segment *seg = find_seg(g, HGCOR_METHOD_PROBE, clocks[k],
+								   p->guest_cpu, x[k]);
+			size_t j;
+
+			if (!seg)
+				continue;
+			j = (size_t)(seg - g->segs);
+			if (x[k] < lo[j])
+				lo[j] = x[k];
+			if (x[k] > hi[j])
+				hi[j] = x[k];
+		}
+	}
+	return 0;
+}
+
+/*
+ * Outside its probes' span a fit's line can pivot: if it holds within
+ * +-bound at both ends of the span, its slope is off by at most
+ * 2 * bound / span, so at a distance d beyond either end the bound grows
+ * by 2 * bound * d / span.  0 inside the span.
+ */
+static uint64_t probe_extrapolation(const struct hgsync_guest *g, const struct hgcor_segment *seg,
+				    uint64_t guest_value)
+{
+	size_t j = (size_t)(seg - g->segs);
+	uint64_t lo, hi, d;
+	u128 extra;
+
+	if (!g->indexed || !g->seg_probe_lo || j >= g->nr_segs)
+		return 0;
+	lo = g->seg_probe_lo[j];
+	hi = g->seg_probe_hi[j];
+	if (lo > hi)
+		return HGSYNC_NO_BOUND;		/* no probe of its own: no bound */
+	if (guest_value >= lo && guest_value <= hi)
+		return 0;
+	d = guest_value < lo ? lo - guest_value : guest_value - hi;
+	if (hi == lo)
+		return HGSYNC_NO_BOUND;
+	extra = (u128)2 * seg->bound_ns * d / (hi - lo) + 1;
+	return extra >= HGSYNC_NO_BOUND ? HGSYNC_NO_BOUND : (uint64_t)extra;
+}
+
 /*
  * Sorts @g's segments (by clock, vCPU, method, then guest start) and
  * indexes them for find_seg(): seg_maxend[i] is the largest guest_end of
@@ -494,7 +568,7 @@ static int index_segs(struct hgsync_guest *g)
 		maxend[i] = same && maxend[i - 1] > a->guest_end ? maxend[i - 1] : a->guest_end;
 	}
 	g->indexed = 1;
-	return 0;
+	return probe_spans(g);
 }
 
 int hgsync_load(struct hgsync *s, const void *buf, size_t len, int flags, size_t *err_pos)
@@ -632,6 +706,8 @@ void hgsync_free(struct hgsync *s)
 		free(g->probes);
 		free(g->segs);
 		free(g->seg_maxend);
+		free(g->seg_probe_lo);
+		free(g->seg_probe_hi);
 	}
 	memset(s, 0, sizeof(*s));
 }
@@ -1139,7 +1215,12 @@ static int to_host_probe(const struct hgsync *s, const struct hgsync_guest *g, i
 	r->method = HGCOR_METHOD_PROBE;
 	r->seg = seg;
 	r->host_value = hgsync_probe_apply(seg, guest_value) + local_off_host;
-	r->bound_ns = seg->bound_ns;
+	{
+		uint64_t extra = probe_extrapolation(g, seg, guest_value);
+
+		r->bound_ns = extra == HGSYNC_NO_BOUND || seg->bound_ns > HGSYNC_NO_BOUND - extra ?
+			      HGSYNC_NO_BOUND : seg->bound_ns + extra;
+	}
 	r->host_cpu = -1;
 	if (clock == HGSYNC_CLOCK_TSC)
 		r->host_tsc = r->host_value;

@@ -78,6 +78,8 @@ struct hgsync_guest {
 	struct hgcor_segment *segs;	/* chosen mapping, sorted */
 	size_t nr_segs, cap_segs;
 	uint64_t *seg_maxend;		/* find_seg() index, see index_segs() */
+	uint64_t *seg_probe_lo;		/* PROBE segments: the span of the guest */
+	uint64_t *seg_probe_hi;		/* values of their probes (index_segs()) */
 	int indexed;
 	uint64_t kvm_checked, kvm_agree; /* probes checked against KVM exact */
 };
