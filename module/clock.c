@@ -255,6 +255,12 @@ long hgclock_ioctl_get_info(void __user *uarg)
 			HGCLOCK_FEAT_RING | HGCLOCK_FEAT_TRACK;
 	if (hgclock_track_kvm_attached())
 		info.features |= HGCLOCK_FEAT_KVM_TRACK;
+	if (hgclock_track_exit_attached())
+		info.features |= HGCLOCK_FEAT_EXIT_TRACK;
+	if (hgclock_track_pvclock_attached())
+		info.features |= HGCLOCK_FEAT_PVCLOCK_TRACK;
+	if (hgclock_pair_available())
+		info.features |= HGCLOCK_FEAT_EXIT_PAIR;
 	if (hgclock_conv_source() != HGCLOCK_SRC_NONE)
 		info.features |= HGCLOCK_FEAT_USER_CLOCK;
 	if (hgclock_conv_source() == HGCLOCK_SRC_PVCLOCK)

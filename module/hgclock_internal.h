@@ -57,8 +57,15 @@ int hgclock_track_init(void);
 void hgclock_track_exit(void);
 void hgclock_track_reclaim(void);
 bool hgclock_track_kvm_attached(void);
+bool hgclock_track_exit_attached(void);
+bool hgclock_track_pvclock_attached(void);
 long hgclock_ioctl_track(void __user *uarg);
 long hgclock_ioctl_list_vcpus(void __user *uarg);
+
+/* pair.c: exit pairing, the guest's half (track.c has the host's) */
+void hgclock_pair_init(void);
+bool hgclock_pair_available(void);
+long hgclock_ioctl_exit_pair(void __user *uarg);
 
 /* ksym.c: symbols the kernel does not export, looked up once at load */
 int hgclock_ksym_init(void);

@@ -36,6 +36,8 @@ static long hgclock_ioctl(struct file *file, unsigned int cmd,
 		return hgclock_ioctl_track(uarg);
 	case HGCLOCK_IOC_LIST_VCPUS:
 		return hgclock_ioctl_list_vcpus(uarg);
+	case HGCLOCK_IOC_EXIT_PAIR:
+		return hgclock_ioctl_exit_pair(uarg);
 	default:
 		return -ENOTTY;
 	}
@@ -73,6 +75,7 @@ static int __init hgclock_init(void)
 	if (ret)
 		return ret;
 	hgclock_conv_init();
+	hgclock_pair_init();
 
 	/* The ring before its producers, the device after both. */
 	ret = hgclock_ring_init();

@@ -10,7 +10,12 @@
  *  - where each one runs: sched_switch in and out (VCPU_RUN/STOP) and
  *    sched_migrate_task (VCPU_MIGRATE);
  *  - KVM re-basing a guest's TSC: kvm_write_tsc_offset (TSC_OFFSET);
- *  - the thread's end: sched_process_exit (VCPU_EXIT).
+ *  - the thread's end: sched_process_exit (VCPU_EXIT);
+ *  - a guest's exit pairings (pair.c): kvm_cpuid on hgclock's leaf
+ *    (EXIT_HOST);
+ *  - KVM rewriting a vCPU's kvm-clock parameters: kvm_pvclock_update
+ *    (PVCLOCK).
+ * The last two are optional: vCPU tracking works without them.
  *
  * The scheduler probes run for every task on every context switch, so an
  * untracked task must cost one test of a bit in a bitmap indexed by pid:
@@ -41,6 +46,7 @@
 #include <linux/uaccess.h>
 #include <linux/vmalloc.h>
 #include <asm/processor.h>
+#include <asm/pvclock-abi.h>
 
 #include "hgclock_internal.h"
 
@@ -51,6 +57,7 @@ static_assert(sizeof(struct hgclock_rec_tsc_offset) == 72);
 static_assert(sizeof(struct hgclock_vcpu_info) == 64);
 static_assert(sizeof(struct hgclock_list_vcpus) == 32);
 static_assert(sizeof(struct hgclock_track) == 16);
+static_assert(sizeof(struct hgclock_rec_pvclock) == 64);
 
 #define HG_MAX_TRACKED	256
 
@@ -378,6 +385,73 @@ static void hg_probe_kvm_write_tsc_offset(void *data, unsigned int vcpu_id,
 	local_irq_restore(irqflags);
 }
 
+/*
+ * Every CPUID a guest executes, in the vCPU thread between the exit and
+ * the next entry, preemption off.  Only hgclock's leaf from a tracked
+ * vCPU thread writes a record; anything else costs a compare.  The
+ * header's TSC and sched_clock, read here, are the host's side of the
+ * pairing: after the guest's first readings, before its second ones.
+ */
+static void hg_probe_kvm_cpuid(void *data, unsigned int function, unsigned int index,
+			       unsigned long rax, unsigned long rbx, unsigned long rcx,
+			       unsigned long rdx, bool found, bool used_max_basic)
+{
+	struct hgclock_rec_exit_host rec;
+	unsigned long irqflags;
+	struct hg_slot *slot;
+
+	if (likely((function & HGCLOCK_PAIR_LEAF_MASK) != HGCLOCK_PAIR_LEAF_BASE))
+		return;
+	if (!hg_tid_tracked(current->pid))
+		return;
+	slot = hg_find(current->pid);
+	if (!slot || slot->vcpu_id < 0)
+		return;
+	local_irq_save(irqflags);
+	memset(&rec, 0, sizeof(rec));
+	hgclock_rec_init(&rec.hdr, HGCLOCK_REC_EXIT_HOST, sizeof(rec));
+	rec.tid = current->pid;
+	rec.vm_pid = READ_ONCE(slot->vm_pid);
+	rec.vcpu_id = READ_ONCE(slot->vcpu_id);
+	rec.seq = index;
+	rec.key = function & ~HGCLOCK_PAIR_LEAF_MASK;
+	hgclock_ring_write(&rec.hdr);
+	local_irq_restore(irqflags);
+}
+
+/*
+ * KVM wrote a vCPU's kvm-clock page, in the vCPU thread before it enters
+ * the guest again.  Without a stable TSC this happens at every vCPU load;
+ * each record tells the guest's sched_clock from then on.
+ */
+static void hg_probe_kvm_pvclock_update(void *data, unsigned int vcpu_id,
+					struct pvclock_vcpu_time_info *pvclock)
+{
+	struct hgclock_rec_pvclock rec;
+	unsigned long irqflags;
+	struct hg_slot *slot;
+
+	if (!hg_tid_tracked(current->pid))
+		return;
+	slot = hg_find(current->pid);
+	if (!slot || slot->vcpu_id != (s32)vcpu_id)
+		return;
+	local_irq_save(irqflags);
+	memset(&rec, 0, sizeof(rec));
+	hgclock_rec_init(&rec.hdr, HGCLOCK_REC_PVCLOCK, sizeof(rec));
+	rec.tid = current->pid;
+	rec.vm_pid = READ_ONCE(slot->vm_pid);
+	rec.vcpu_id = vcpu_id;
+	rec.version = pvclock->version;
+	rec.tsc_timestamp = pvclock->tsc_timestamp;
+	rec.system_time = pvclock->system_time;
+	rec.tsc_to_system_mul = pvclock->tsc_to_system_mul;
+	rec.tsc_shift = pvclock->tsc_shift;
+	rec.flags = pvclock->flags;
+	hgclock_ring_write(&rec.hdr);
+	local_irq_restore(irqflags);
+}
+
 /* ---- attaching -------------------------------------------------------- */
 
 struct hg_tp {
@@ -396,6 +470,13 @@ static struct hg_tp hg_kvm_tps[] = {
 	{ "kvm_entry", hg_probe_kvm_entry },
 	{ "kvm_write_tsc_offset", hg_probe_kvm_write_tsc_offset },
 };
+
+/* Optional, each on its own: without them vCPU tracking still works. */
+static struct hg_tp hg_kvm_opt_tps[] = {
+	{ "kvm_cpuid", hg_probe_kvm_cpuid },
+	{ "kvm_pvclock_update", hg_probe_kvm_pvclock_update },
+};
+static bool hg_kvm_opt_attached[ARRAY_SIZE(hg_kvm_opt_tps)];
 
 static void hg_find_core_tp(struct tracepoint *tp, void *priv)
 {
@@ -454,6 +535,9 @@ static void hg_kvm_coming(struct module *mod)
 		for (j = 0; j < ARRAY_SIZE(hg_kvm_tps); j++)
 			if (!strcmp(tp->name, hg_kvm_tps[j].name))
 				hg_kvm_tps[j].tp = tp;
+		for (j = 0; j < ARRAY_SIZE(hg_kvm_opt_tps); j++)
+			if (!strcmp(tp->name, hg_kvm_opt_tps[j].name))
+				hg_kvm_opt_tps[j].tp = tp;
 	}
 	ret = hg_attach(hg_kvm_tps, ARRAY_SIZE(hg_kvm_tps));
 	if (ret) {
@@ -461,6 +545,12 @@ static void hg_kvm_coming(struct module *mod)
 		return;
 	}
 	hg_kvm_attached = true;
+	for (j = 0; j < ARRAY_SIZE(hg_kvm_opt_tps); j++) {
+		ret = hg_attach(&hg_kvm_opt_tps[j], 1);
+		WRITE_ONCE(hg_kvm_opt_attached[j], !ret);
+		if (ret)
+			pr_info("no %s records: %d\n", hg_kvm_opt_tps[j].name, ret);
+	}
 	pr_info("tracking KVM vCPUs\n");
 }
 
@@ -469,7 +559,9 @@ static void hg_kvm_going(struct module *mod)
 	if (strcmp(mod->name, "kvm") || !hg_kvm_attached)
 		return;
 	hg_detach(hg_kvm_tps, ARRAY_SIZE(hg_kvm_tps));
+	hg_detach(hg_kvm_opt_tps, ARRAY_SIZE(hg_kvm_opt_tps));
 	hg_kvm_attached = false;
+	memset(hg_kvm_opt_attached, 0, sizeof(hg_kvm_opt_attached));
 	/* The tracepoints go with kvm.ko: our probes must be out of them. */
 	tracepoint_synchronize_unregister();
 	pr_info("kvm unloaded: vCPU discovery stopped\n");
@@ -496,6 +588,16 @@ static struct notifier_block hg_tp_module_nb = {
 bool hgclock_track_kvm_attached(void)
 {
 	return READ_ONCE(hg_kvm_attached);
+}
+
+bool hgclock_track_exit_attached(void)
+{
+	return READ_ONCE(hg_kvm_opt_attached[0]);
+}
+
+bool hgclock_track_pvclock_attached(void)
+{
+	return READ_ONCE(hg_kvm_opt_attached[1]);
 }
 
 /* ---- ioctls ----------------------------------------------------------- */
@@ -684,7 +786,9 @@ void hgclock_track_exit(void)
 	hg_detach(hg_sched_tps, ARRAY_SIZE(hg_sched_tps));
 	if (hg_kvm_attached) {
 		hg_detach(hg_kvm_tps, ARRAY_SIZE(hg_kvm_tps));
+		hg_detach(hg_kvm_opt_tps, ARRAY_SIZE(hg_kvm_opt_tps));
 		hg_kvm_attached = false;
+		memset(hg_kvm_opt_attached, 0, sizeof(hg_kvm_opt_attached));
 	}
 	mutex_unlock(&hg_attach_mutex);
 	/* No probe runs any more, none will: the table can go. */

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * hgclock agent [--port P] [--tcp ADDR] [--peer ADDR] [--any-peer] [--once]
- *               [--duration SEC]
+ *               [--duration SEC] [--pair-interval MS]
  *
  * Runs in a guest: waits for `hgclock record --guest ...` on the host
  * (vsock port 7007 by default, or TCP) and streams this guest's hgclock
@@ -9,7 +9,9 @@
  * answers its clock probes (PROBE: this vCPU's TSC and clocks, at once).  Only
  * the host (vsock CID 2) is accepted unless --any-peer; over TCP only
  * --peer ADDR.  One host at a time; a version mismatch is answered with
- * an ERROR message naming both versions.
+ * an ERROR message naming both versions.  While a host is connected, every
+ * --pair-interval ms it runs an exit pairing on each vCPU (module/pair.c):
+ * their records go out with the ring.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -41,6 +43,9 @@ static struct {
 	const char *peer;
 	bool any_peer;
 } acl;
+
+/* Exit pairing period while streaming, ms; 0: off. */
+static unsigned int pair_interval_ms = 10;
 
 static bool peer_allowed(int sock, const struct sockaddr_storage *ss)
 {
@@ -226,6 +231,7 @@ static int serve(int sock, int lfd, int devfd, const struct hgclock_info *info, 
 	struct hgp_hello hello;
 	struct hgclock_map map;
 	struct hg_batch b = { .max = HGP_MAX_PAYLOAD };
+	double next_pair = 0;	/* CLOCK_MONOTONIC s of the next exit pairing */
 	uint8_t *in;
 	char msg[160];
 	int ret;
@@ -276,6 +282,8 @@ static int serve(int sock, int lfd, int devfd, const struct hgclock_info *info, 
 	hgclock_ring_skip_all(&map);
 	hgclock_snapshot(devfd, -1);
 	fprintf(stderr, "hgclock agent: streaming to the host\n");
+	if (pair_interval_ms && !(info->features & HGCLOCK_FEAT_EXIT_PAIR))
+		pair_interval_ms = 0;	/* no hypervisor to exit to */
 	while (!ret) {
 		struct pollfd pfd[3] = {
 			{ .fd = sock, .events = POLLIN },
@@ -291,7 +299,22 @@ static int serve(int sock, int lfd, int devfd, const struct hgclock_info *info, 
 		clock_gettime(CLOCK_MONOTONIC, &now);
 		if (stop || (deadline && now.tv_sec + now.tv_nsec / 1e9 >= deadline))
 			break;
-		if (poll(pfd, 3, 200) < 0 && errno != EINTR) {
+		if (pair_interval_ms) {
+			double t = now.tv_sec + now.tv_nsec / 1e9;
+
+			if (t >= next_pair) {
+				int n = hgclock_exit_pair(devfd, -1);
+
+				if (n < 0 && n != -EINTR) {
+					hg_err("agent: exit pairing failed (%s): stopped",
+					       strerror(-n));
+					pair_interval_ms = 0;
+				}
+				next_pair = t + pair_interval_ms / 1e3;
+			}
+		}
+		if (poll(pfd, 3, pair_interval_ms && pair_interval_ms < 200 ?
+			 (int)pair_interval_ms : 200) < 0 && errno != EINTR) {
 			ret = -errno;
 			break;
 		}
@@ -329,11 +352,13 @@ static void agent_usage(FILE *out)
 {
 	fprintf(out,
 		"usage: hgclock agent [--port P] [--tcp ADDR] [--peer ADDR] [--any-peer]\n"
-		"                     [--once] [--duration SEC]\n"
+		"                     [--once] [--duration SEC] [--pair-interval MS]\n"
 		"Serves this guest's clock data to 'hgclock record --guest' on the host:\n"
 		"vsock port %u by default (only the host, CID 2, is accepted unless\n"
 		"--any-peer); --tcp ADDR listens on TCP ADDR:PORT instead and accepts only\n"
-		"--peer ADDR.  --once: exit after one host session.\n", HGP_DEFAULT_PORT);
+		"--peer ADDR.  --once: exit after one host session.  --pair-interval MS:\n"
+		"exit pairings on every vCPU this often while a host is connected\n"
+		"(default 10, 0: none).\n", HGP_DEFAULT_PORT);
 }
 
 int cmd_agent(int argc, char **argv)
@@ -345,6 +370,7 @@ int cmd_agent(int argc, char **argv)
 		{ "any-peer", no_argument, NULL, 'a' },
 		{ "once", no_argument, NULL, '1' },
 		{ "duration", required_argument, NULL, 'd' },
+		{ "pair-interval", required_argument, NULL, 'i' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -355,7 +381,7 @@ int cmd_agent(int argc, char **argv)
 	double deadline = 0;
 	int c, devfd, lfd, ret, one = 1;
 
-	while ((c = getopt_long(argc, argv, "p:t:P:a1d:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "p:t:P:a1d:i:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'p':
 			if (!parse_u64(optarg, 0xfffffffe, &port) || !port) {
@@ -381,6 +407,17 @@ int cmd_agent(int argc, char **argv)
 				return HGCLOCK_EXIT_USAGE;
 			}
 			break;
+		case 'i': {
+			uint64_t ms;
+
+			if (!parse_u64(optarg, 60000, &ms)) {
+				hg_err("--pair-interval wants milliseconds (0 to 60000), not '%s'",
+				       optarg);
+				return HGCLOCK_EXIT_USAGE;
+			}
+			pair_interval_ms = (unsigned int)ms;
+			break;
+		}
 		case 'h':
 			agent_usage(stdout);
 			return HGCLOCK_EXIT_OK;

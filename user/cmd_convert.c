@@ -122,16 +122,11 @@ int cmd_convert(int argc, char **argv)
 			flags |= HGSYNC_IGNORE_SEGMENTS;
 			break;
 		case 'm':
-			if (!strcmp(optarg, "auto"))
-				method = 0;
-			else if (!strcmp(optarg, "kvm-exact") || !strcmp(optarg, "kvm"))
-				method = HGCOR_METHOD_KVM_EXACT;
-			else if (!strcmp(optarg, "probe"))
-				method = HGCOR_METHOD_PROBE;
-			else {
-				hg_err("--method wants auto, kvm-exact or probe, not '%s'", optarg);
+			if (hgsync_method_parse(optarg) < 0) {
+				hg_err("--method wants auto, kvm-exact, exit or probe, not '%s'", optarg);
 				return HGCLOCK_EXIT_USAGE;
 			}
+			method = (uint32_t)hgsync_method_parse(optarg);
 			break;
 		case 'h':
 			convert_usage(stdout);

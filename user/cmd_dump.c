@@ -132,9 +132,10 @@ static void print_segment(const struct hgcor_segment *sg, bool json)
 		       (int64_t)sg->tsc_offset, sg->tsc_ratio, sg->tsc_frac_bits, sg->nr_samples);
 	else
 		printf("guest [%" PRIu64 ", %" PRIu64 ") offset %" PRId64 " rate %+.3f ppm, "
-		       "bound %" PRIu64 " ns from %u probes\n", sg->guest_start, sg->guest_end,
+		       "bound %" PRIu64 " ns from %u %s\n", sg->guest_start, sg->guest_end,
 		       (int64_t)(sg->ref_host - sg->ref_guest), sg->rate_q48 / 281474976710656.0 * 1e6,
-		       sg->bound_ns, sg->nr_samples);
+		       sg->bound_ns, sg->nr_samples,
+		       sg->method == HGCOR_METHOD_EXIT ? "pairings" : "probes");
 }
 
 static void dump_usage(FILE *out)

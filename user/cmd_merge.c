@@ -80,9 +80,11 @@ static void summary(const struct hgm_par_result *r)
 		if (r->in[i].nr_dropped)
 			fprintf(stderr, " [%" PRIu64 " dropped by ftrace]", r->in[i].nr_dropped);
 	}
-	fprintf(stderr, "; mapped by kvm-exact %" PRIu64 ", probe %" PRIu64,
-		r->by_method[HGCOR_METHOD_KVM_EXACT], r->by_method[HGCOR_METHOD_PROBE]);
-	if (r->by_method[HGCOR_METHOD_KVM_EXACT] || r->by_method[HGCOR_METHOD_PROBE])
+	fprintf(stderr, "; mapped by kvm-exact %" PRIu64 ", exit %" PRIu64 ", probe %" PRIu64,
+		r->by_method[HGCOR_METHOD_KVM_EXACT], r->by_method[HGCOR_METHOD_EXIT],
+		r->by_method[HGCOR_METHOD_PROBE]);
+	if (r->by_method[HGCOR_METHOD_KVM_EXACT] || r->by_method[HGCOR_METHOD_PROBE] ||
+	    r->by_method[HGCOR_METHOD_EXIT])
 		fprintf(stderr, "; max bound %" PRIu64 " ns", r->max_bound_ns);
 	fprintf(stderr, "\n");
 }
@@ -198,16 +200,11 @@ int cmd_merge(int argc, char **argv)
 			no_text = true;
 			break;
 		case 'm':
-			if (!strcmp(optarg, "auto")) {
-				par.opt.method = 0;
-			} else if (!strcmp(optarg, "kvm-exact")) {
-				par.opt.method = HGCOR_METHOD_KVM_EXACT;
-			} else if (!strcmp(optarg, "probe")) {
-				par.opt.method = HGCOR_METHOD_PROBE;
-			} else {
-				hg_err("--method: auto, kvm-exact or probe, not '%s'", optarg);
+			if (hgsync_method_parse(optarg) < 0) {
+				hg_err("--method: auto, kvm-exact, exit or probe, not '%s'", optarg);
 				return HGCLOCK_EXIT_USAGE;
 			}
+			par.opt.method = (uint32_t)hgsync_method_parse(optarg);
 			break;
 		case 'r':
 			recompute = true;

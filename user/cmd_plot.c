@@ -196,11 +196,12 @@ static void offset_panel(struct plot *p, int vcpu)
 				PY(CLAMP(off[4 * i + 3] - ref)));
 	fprintf(p->out, "'/>\n");
 	fprintf(p->out, "<text x='%d' y='%d' font-size='11'>grey: probe round trips (the host "
-		"value lies inside each); line: the mapping (%s%s%s), error bound up to %" PRIu64
+		"value lies inside each); line: the mapping (%s%s%s%s), error bound up to %" PRIu64
 		" ns</text>\n", ML, (int)bottom + 14,
-		methods & (1u << HGCOR_METHOD_KVM_EXACT) ? "kvm-exact" : "",
-		(methods & (1u << HGCOR_METHOD_KVM_EXACT)) && (methods & (1u << HGCOR_METHOD_PROBE)) ?
-		", " : "", methods & (1u << HGCOR_METHOD_PROBE) ? "probe" : "", maxb);
+		methods & (1u << HGCOR_METHOD_KVM_EXACT) ? "kvm-exact " : "",
+		methods & (1u << HGCOR_METHOD_EXIT) ? "exit " : "",
+		methods & (1u << HGCOR_METHOD_PROBE) ? "probe " : "",
+		methods ? "" : "none", maxb);
 #undef PY
 #undef CLAMP
 	p->y = (int)bottom + 24;

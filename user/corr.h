@@ -92,6 +92,7 @@ struct hgcor_guest_vm {
 /* hgcor_segment.method */
 #define HGCOR_METHOD_KVM_EXACT	1	/* KVM's TSC offset/scaling, chained conversions */
 #define HGCOR_METHOD_PROBE	2	/* fitted from bracketed probes */
+#define HGCOR_METHOD_EXIT	3	/* fitted from exit pairings (same form as PROBE) */
 
 /* hgcor_segment.clock: which guest clock the segment maps */
 #define HGCOR_CLOCK_TSC		1	/* x86-tsc: guest TSC -> host TSC */
@@ -108,7 +109,7 @@ struct hgcor_guest_vm {
  * conversions around it), per vCPU:
  *	guest_tsc = ((host_tsc * tsc_ratio) >> tsc_frac_bits) + tsc_offset
  *
- * PROBE, for clock @clock of vCPU @vcpu_id (-1: every vCPU):
+ * PROBE and EXIT, for clock @clock of vCPU @vcpu_id (-1: every vCPU):
  *	d = guest - ref_guest                       (signed)
  *	host = ref_host + d + ((__int128)d * rate_q48 >> 48)
  * with |error| <= bound_ns inside the probed span (sync.rst).

@@ -112,11 +112,19 @@ void hgclock_ring_skip_all(struct hgclock_map *map);
 
 /* Names of record types and snapshot reasons, for printing. */
 const char *hgclock_rec_name(unsigned int type);
+/* The size of @type's struct: a shorter record of that type is malformed. */
+size_t hgclock_rec_min_size(unsigned int type);
 const char *hgclock_snap_reason_name(unsigned int reason);
 
 int hgclock_ring_config(int fd, struct hgclock_ring_config *cfg);
 /* cpu < 0: every online CPU.  Returns snapshots written or -errno. */
 int hgclock_snapshot(int fd, int cpu);
+/*
+ * Guest: an exit pairing on @cpu (< 0: every online CPU), each recorded
+ * as an EXIT_PAIR record in its CPU's ring.  Records written or -errno
+ * (-ENODEV: no hypervisor).
+ */
+int hgclock_exit_pair(int fd, int cpu);
 
 /* ---- uclock.c: the zero-syscall clock ------------------------------- */
 

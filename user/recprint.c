@@ -26,6 +26,13 @@ void hg_print_record(const struct hgclock_rec_header *h, bool json, const char *
 		       (uint64_t)h->tsc, (uint64_t)h->sched_clock_ns);
 
 #define F(name, fmt, val) printf("%s%s%s%s%s" fmt, sep, q, name, q, json ? ": " : "=", val)
+	/* From a damaged file: its fields are not there to print. */
+	if (h->size < hgclock_rec_min_size(h->type)) {
+		F("size", "%u", h->size);
+		F("malformed", "%s", json ? "true" : "short");
+		printf(json ? "}\n" : "\n");
+		return;
+	}
 	switch (h->type) {
 	case HGCLOCK_REC_LOST: {
 		const struct hgclock_rec_lost *r = (const void *)h;
@@ -98,6 +105,27 @@ void hg_print_record(const struct hgclock_rec_header *h, bool json, const char *
 		F("next_offset", "%" PRIu64, (uint64_t)r->next_offset);
 		F("tsc_scaling_ratio", "%" PRIu64, (uint64_t)r->tsc_scaling_ratio);
 		F("tsc_frac_bits", "%u", r->tsc_frac_bits);
+		break;
+	}
+	case HGCLOCK_REC_EXIT_PAIR: {
+		const struct hgclock_rec_exit_pair *r = (const void *)h;
+
+		F("seq", "%u", r->seq);
+		F("key", "%u", r->key);
+		F("tsc_before", "%" PRIu64, (uint64_t)r->tsc_before);
+		F("sched_clock_before_ns", "%" PRIu64, (uint64_t)r->sched_clock_before_ns);
+		F("sched_clock_after_ns", "%" PRIu64, (uint64_t)r->sched_clock_after_ns);
+		F("tsc_after", "%" PRIu64, (uint64_t)r->tsc_after);
+		break;
+	}
+	case HGCLOCK_REC_EXIT_HOST: {
+		const struct hgclock_rec_exit_host *r = (const void *)h;
+
+		F("tid", "%d", r->tid);
+		F("vm_pid", "%d", r->vm_pid);
+		F("vcpu_id", "%d", r->vcpu_id);
+		F("seq", "%u", r->seq);
+		F("key", "%u", r->key);
 		break;
 	}
 	default:

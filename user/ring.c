@@ -194,8 +194,40 @@ const char *hgclock_rec_name(unsigned int type)
 		return "vcpu_exit";
 	case HGCLOCK_REC_TSC_OFFSET:
 		return "tsc_offset";
+	case HGCLOCK_REC_EXIT_PAIR:
+		return "exit_pair";
+	case HGCLOCK_REC_EXIT_HOST:
+		return "exit_host";
 	default:
 		return "unknown";
+	}
+}
+
+size_t hgclock_rec_min_size(unsigned int type)
+{
+	switch (type) {
+	case HGCLOCK_REC_LOST:
+		return sizeof(struct hgclock_rec_lost);
+	case HGCLOCK_REC_CYC2NS:
+		return sizeof(struct hgclock_rec_cyc2ns);
+	case HGCLOCK_REC_TEST:
+		return sizeof(struct hgclock_rec_test);
+	case HGCLOCK_REC_EXIT_PAIR:
+		return sizeof(struct hgclock_rec_exit_pair);
+	case HGCLOCK_REC_VCPU_SEEN:
+		return sizeof(struct hgclock_rec_vcpu_seen);
+	case HGCLOCK_REC_VCPU_RUN:
+	case HGCLOCK_REC_VCPU_STOP:
+	case HGCLOCK_REC_VCPU_EXIT:
+		return sizeof(struct hgclock_rec_vcpu);
+	case HGCLOCK_REC_VCPU_MIGRATE:
+		return sizeof(struct hgclock_rec_vcpu_migrate);
+	case HGCLOCK_REC_TSC_OFFSET:
+		return sizeof(struct hgclock_rec_tsc_offset);
+	case HGCLOCK_REC_EXIT_HOST:
+		return sizeof(struct hgclock_rec_exit_host);
+	default:
+		return sizeof(struct hgclock_rec_header);
 	}
 }
 
@@ -235,6 +267,23 @@ int hgclock_snapshot(int fd, int cpu)
 	else
 		req.cpu = (__u32)cpu;
 	if (ioctl(fd, HGCLOCK_IOC_SNAPSHOT, &req))
+		return -errno;
+	return (int)req.nr_written;
+}
+
+int hgclock_exit_pair(int fd, int cpu)
+{
+	struct hgclock_exit_pair req;
+
+	memset(&req, 0, sizeof(req));
+	req.size = sizeof(req);
+	if (cpu < 0) {
+		req.flags = HGCLOCK_READ_ALL_CPUS;
+	} else {
+		req.flags = HGCLOCK_READ_CPU;
+		req.cpu = (__u32)cpu;
+	}
+	if (ioctl(fd, HGCLOCK_IOC_EXIT_PAIR, &req))
 		return -errno;
 	return (int)req.nr_written;
 }

@@ -269,9 +269,24 @@ const char *hgsync_method_name(uint32_t method)
 		return "kvm-exact";
 	case HGCOR_METHOD_PROBE:
 		return "probe";
+	case HGCOR_METHOD_EXIT:
+		return "exit";
 	default:
 		return "none";
 	}
+}
+
+int hgsync_method_parse(const char *name)
+{
+	if (!strcmp(name, "auto"))
+		return 0;
+	if (!strcmp(name, "kvm-exact") || !strcmp(name, "kvm"))
+		return HGCOR_METHOD_KVM_EXACT;
+	if (!strcmp(name, "probe"))
+		return HGCOR_METHOD_PROBE;
+	if (!strcmp(name, "exit"))
+		return HGCOR_METHOD_EXIT;
+	return -1;
 }
 
 const char *hgsync_clock_name(uint32_t clock)
@@ -379,6 +394,28 @@ static int host_rec(const void *rec, size_t size, void *ctx)
 					    r.previous_offset };
 		return PUSH(v->off, v->nr_off, v->cap_off, o);
 	}
+	case HGCLOCK_REC_PVCLOCK: {
+		struct hgclock_rec_pvclock r;
+		struct hgsync_pvclock pv;
+
+		if (size < sizeof(r))
+			return 0;
+		memcpy(&r, rec, sizeof(r));
+		v = vcpu_for(s, r.vm_pid, r.vcpu_id);
+		if (!v)
+			return -ENOMEM;
+		pv = (struct hgsync_pvclock){ r.hdr.tsc, r.tsc_timestamp, r.system_time,
+					      r.tsc_to_system_mul, r.tsc_shift, 0 };
+		return PUSH(v->pv, v->nr_pv, v->cap_pv, pv);
+	}
+	case HGCLOCK_REC_EXIT_HOST: {
+		struct hgclock_rec_exit_host r;
+
+		if (size < sizeof(r))
+			return 0;
+		memcpy(&r, rec, sizeof(r));
+		return PUSH(s->hpairs, s->nr_hpairs, s->cap_hpairs, r);
+	}
 	case HGCLOCK_REC_VCPU_RUN:
 	case HGCLOCK_REC_VCPU_STOP:
 	case HGCLOCK_REC_VCPU_EXIT:
@@ -417,8 +454,15 @@ static int guest_rec(const void *rec, size_t size, void *ctx)
 	struct guest_ctx *gc = ctx;
 	struct hgclock_rec_cyc2ns c;
 	struct hgsync_convs *cv;
+	uint16_t type = ((const struct hgclock_rec_header *)rec)->type;
 
-	if (size < sizeof(c) || ((const struct hgclock_rec_header *)rec)->type != HGCLOCK_REC_CYC2NS)
+	if (type == HGCLOCK_REC_EXIT_PAIR && size >= sizeof(struct hgclock_rec_exit_pair)) {
+		struct hgclock_rec_exit_pair xp;
+
+		memcpy(&xp, rec, sizeof(xp));
+		return PUSH(gc->g->gpairs, gc->g->nr_gpairs, gc->g->cap_gpairs, xp);
+	}
+	if (size < sizeof(c) || type != HGCLOCK_REC_CYC2NS)
 		return 0;
 	memcpy(&c, rec, sizeof(c));
 	cv = convs_for(&gc->g->convs, &gc->g->nr_cpus, c.hdr.cpu);
@@ -455,6 +499,23 @@ static int cmp_where(const void *a, const void *b)
 	return x->host_tsc < y->host_tsc ? -1 : x->host_tsc > y->host_tsc;
 }
 
+static int cmp_pv(const void *a, const void *b)
+{
+	const struct hgsync_pvclock *x = a, *y = b;
+
+	return x->host_tsc < y->host_tsc ? -1 : x->host_tsc > y->host_tsc;
+}
+
+/* Host halves of exit pairings by (key, seq): guest_build() looks them up. */
+static int cmp_hpair(const void *a, const void *b)
+{
+	const struct hgclock_rec_exit_host *x = a, *y = b;
+
+	if (x->key != y->key)
+		return x->key < y->key ? -1 : 1;
+	return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
 static int cmp_seg(const void *a, const void *b)
 {
 	const struct hgcor_segment *x = a, *y = b;
@@ -471,10 +532,27 @@ static int cmp_seg(const void *a, const void *b)
 static const struct hgcor_segment *find_seg(const struct hgsync_guest *g, uint32_t method,
 					    uint32_t clock, int vcpu, uint64_t guest_value);
 
+/* Widens the span of the @method segment covering @x by @x. */
+static void span_add(struct hgsync_guest *g, uint32_t method, uint32_t clock, int cpu,
+		     uint64_t x)
+{
+	const struct hgcor_segment *seg = find_seg(g, method, clock, cpu, x);
+	size_t j;
+
+	if (!seg)
+		return;
+	j = (size_t)(seg - g->segs);
+	if (x < g->seg_probe_lo[j])
+		g->seg_probe_lo[j] = x;
+	if (x > g->seg_probe_hi[j])
+		g->seg_probe_hi[j] = x;
+}
+
 /*
- * For each PROBE segment, the span of guest values its probes cover: a
- * fit holds its bound only there (probe_extrapolation()).  Each probe is
- * looked up with the index just built.
+ * For each PROBE (EXIT) segment, the span of guest values its probes
+ * (pairings) cover: a fit holds its bound only there
+ * (probe_extrapolation()).  Each sample is looked up with the index just
+ * built.
  */
 static int probe_spans(struct hgsync_guest *g)
 {
@@ -494,22 +572,17 @@ static int probe_spans(struct hgsync_guest *g)
 	}
 	for (size_t i = 0; i < g->nr_probes; i++) {
 		const struct hgcor_probe *p = &g->probes[i];
-		uint64_t x[2] = { p->guest_tsc, p->guest_sched_ns };
-		uint32_t clocks[2] = { HGCOR_CLOCK_TSC, HGCOR_CLOCK_SCHED };
 
-		for (int k = 0; k < 2; k++) {
-			const struct hgcor_segment *seg = find_seg(g, HGCOR_METHOD_PROBE, clocks[k],
-								   p->guest_cpu, x[k]);
-			size_t j;
+		span_add(g, HGCOR_METHOD_PROBE, HGCOR_CLOCK_TSC, p->guest_cpu, p->guest_tsc);
+		span_add(g, HGCOR_METHOD_PROBE, HGCOR_CLOCK_SCHED, p->guest_cpu, p->guest_sched_ns);
+	}
+	for (size_t i = 0; i < g->nr_xpairs; i++) {
+		const struct hgsync_xpair *x = &g->xpairs[i];
 
-			if (!seg)
-				continue;
-			j = (size_t)(seg - g->segs);
-			if (x[k] < lo[j])
-				lo[j] = x[k];
-			if (x[k] > hi[j])
-				hi[j] = x[k];
-		}
+		span_add(g, HGCOR_METHOD_EXIT, HGCOR_CLOCK_TSC, (int)x->guest_cpu,
+			 x->guest_tsc_before);
+		span_add(g, HGCOR_METHOD_EXIT, HGCOR_CLOCK_SCHED, (int)x->guest_cpu,
+			 x->guest_ns_before);
 	}
 	return 0;
 }
@@ -569,6 +642,383 @@ static int index_segs(struct hgsync_guest *g)
 	}
 	g->indexed = 1;
 	return probe_spans(g);
+}
+
+/* ---- kvm-clock from the host's PVCLOCK records ---- */
+
+static const struct hgsync_vcpu *vcpu_find(const struct hgsync *s, int32_t vm_pid, int vcpu)
+{
+	for (size_t i = 0; i < s->nr_vcpus; i++)
+		if (s->vcpus[i].vm_pid == vm_pid && s->vcpus[i].vcpu_id == vcpu)
+			return &s->vcpus[i];
+	return NULL;
+}
+
+/* The index of the last entry of @v's @off at or before @host_tsc, else -1. */
+static ssize_t offset_index(const struct hgsync_vcpu *v, uint64_t host_tsc)
+{
+	size_t lo = 0, hi = v->nr_off;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (v->off[mid].host_tsc <= host_tsc)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return (ssize_t)lo - 1;
+}
+
+/* KVM's TSC relation of @v in force at @host_tsc: 0, or -ENOENT. */
+static int offset_at(const struct hgsync_vcpu *v, uint64_t host_tsc, struct hgsync_offset *o)
+{
+	ssize_t k = offset_index(v, host_tsc);
+
+	if (k >= 0) {
+		*o = v->off[k];
+	} else if (v->nr_off && v->off[0].is_change) {
+		*o = v->off[0];
+		o->tsc_offset = o->prev_offset;
+	} else {
+		return -ENOENT;
+	}
+	if (!o->known) {
+		o->tsc_ratio = 0;
+		o->tsc_frac_bits = 0;
+	}
+	return 0;
+}
+
+/* A PVCLOCK record as the guest's sched_clock conversion. */
+static struct hgclock_conversion pv_conv(const struct hgsync_guest *g,
+					 const struct hgsync_pvclock *p)
+{
+	return (struct hgclock_conversion){
+		.tsc_base = p->tsc_timestamp, .offset_ns = p->system_time - g->pv_sched_offset,
+		.mult = p->mul, .shift = 32, .pre_shift = p->shift,
+		.flags = HGCLOCK_CONV_VALID | HGCLOCK_CONV_PVCLOCK,
+	};
+}
+
+/*
+ * The guest's kvm-clock ns on @v at host TSC @host_tsc under record @p,
+ * with the TSC offset in force at @offset_tsc.
+ */
+static int pv_value_at(const struct hgsync_guest *g, const struct hgsync_vcpu *v,
+		       const struct hgsync_pvclock *p, uint64_t host_tsc, uint64_t offset_tsc,
+		       uint64_t *ns)
+{
+	struct hgclock_conversion c = pv_conv(g, p);
+	struct hgsync_offset o;
+
+	if (offset_at(v, offset_tsc, &o))
+		return -ENOENT;
+	*ns = hgclock_conv_apply(&c, hgsync_kvm_guest_tsc(host_tsc, o.tsc_offset, o.tsc_ratio,
+							  o.tsc_frac_bits));
+	return 0;
+}
+
+/*
+ * How far @w's kvm-clock under record @p can have got by host TSC @t: its
+ * formula with the offset KVM computed @p against.  An offset changed
+ * since then (KVM re-basing at a vCPU load) is no reading: the vCPU
+ * enters again only after the next record.  But a change long before
+ * @t (over 1 ms: a guest's TSC write, which KVM follows with new
+ * parameters only later) the guest did run with, and read its clock
+ * moved by it: that counts too.
+ */
+static int pv_reached(const struct hgsync *s, const struct hgsync_guest *g,
+		      const struct hgsync_vcpu *w, const struct hgsync_pvclock *p, uint64_t t,
+		      uint64_t *ns)
+{
+	/* 1 ms of host TSC (kHz: counts per ms). */
+	uint64_t moved, long_ago = s->host_info.tsc_khz ? s->host_info.tsc_khz : 1000000;
+	ssize_t k = offset_index(w, t);
+
+	if (pv_value_at(g, w, p, t, p->host_tsc, ns))
+		return -ENOENT;
+	if (k >= 0 && w->off[k].host_tsc > p->host_tsc && t - w->off[k].host_tsc > long_ago &&
+	    !pv_value_at(g, w, p, t, t, &moved) && moved > *ns)
+		*ns = moved;
+	return 0;
+}
+
+/* The record of @v in force at @host_tsc, or NULL before the first. */
+static const struct hgsync_pvclock *pv_at(const struct hgsync_vcpu *v, uint64_t host_tsc)
+{
+	size_t lo = 0, hi = v->nr_pv;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (v->pv[mid].host_tsc <= host_tsc)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo ? &v->pv[lo - 1] : NULL;
+}
+
+/*
+ * The record of @v whose parameters a guest snapshot's conversion @cv
+ * shows.  Records are searched by tsc_timestamp, which grows while the
+ * guest's TSC does; a guest TSC set back breaks that order, and then a
+ * plain scan (a few at most: *@scans counts them) looks further.
+ */
+static const struct hgsync_pvclock *pv_find(const struct hgsync_vcpu *v,
+					    const struct hgclock_conversion *cv,
+					    unsigned int *scans)
+{
+	size_t lo = 0, hi = v->nr_pv;
+
+#define PV_MATCH(p) ((p)->tsc_timestamp == cv->tsc_base && (p)->mul == cv->mult && \
+		     (p)->shift == cv->pre_shift)
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (v->pv[mid].tsc_timestamp < cv->tsc_base)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (size_t i = lo; i < v->nr_pv && v->pv[i].tsc_timestamp == cv->tsc_base; i++)
+		if (PV_MATCH(&v->pv[i]))
+			return &v->pv[i];
+	if (++*scans > 16)
+		return NULL;
+	for (size_t i = v->nr_pv; i-- > 0;)
+		if (PV_MATCH(&v->pv[i]))
+			return &v->pv[i];
+	return NULL;
+#undef PV_MATCH
+}
+
+/*
+ * With the host's PVCLOCK records a guest's kvm-clock is known at every
+ * instant, stable TSC or not: the guest computes system_time + scaled
+ * (tsc - tsc_timestamp) from the parameters KVM last wrote, minus its
+ * kvm_sched_clock_offset.  That constant we find from the guest's own
+ * snapshots: each read the parameters KVM wrote (a record with the same
+ * tsc_timestamp, multiplier and shift), and its offset_ns is system_time
+ * minus the constant.  Every matching snapshot must agree.
+ *
+ * Without PVCLOCK_TSC_STABLE_BIT pvclock_clocksource_read() returns no
+ * less than the largest value any vCPU read before (a global clamp): a
+ * reading can lie above the formula by as much as another vCPU's clock
+ * (or this one's before a step back) led it.  pv_clamp_ns bounds that
+ * lead: the spread of the vCPUs' clocks, and each vCPU's step back, at
+ * every update.
+ */
+static void pv_setup(const struct hgsync *s, struct hgsync_guest *g)
+{
+	const struct hgsync_pvclock *p;
+	unsigned int scans = 0;
+	bool have = false;
+
+	g->pv_known = 0;
+	g->pv_checked = g->pv_agree = 0;
+	g->pv_clamp_ns = 0;
+	if (g->vm.vm_pid <= 0)
+		return;
+	for (unsigned int c = 0; c < g->nr_cpus; c++) {
+		const struct hgsync_vcpu *v = vcpu_find(s, g->vm.vm_pid, (int)c);
+
+		for (size_t k = 0; v && k < g->convs[c].n; k++) {
+			const struct hgclock_rec_cyc2ns *snap = &g->convs[c].v[k];
+			const struct hgclock_conversion *cv = &snap->conv;
+
+			if (!(cv->flags & HGCLOCK_CONV_PVCLOCK) || !v->nr_pv)
+				continue;
+			g->pv_checked++;
+			p = pv_find(v, cv, &scans);
+			if (!p)
+				continue;
+			if (!have) {
+				g->pv_sched_offset = p->system_time - cv->offset_ns;
+				have = true;
+			}
+			if (p->system_time - cv->offset_ns == g->pv_sched_offset)
+				g->pv_agree++;
+		}
+	}
+	/* Snapshots that disagree with the records: not this guest's clocks. */
+	if (!have || g->pv_agree * 10 < g->pv_checked * 9)
+		return;
+	g->pv_known = 1;
+	for (unsigned int c = 0; c < g->nr_cpus; c++) {
+		struct hgsync_vcpu *v = (struct hgsync_vcpu *)vcpu_find(s, g->vm.vm_pid, (int)c);
+
+		for (size_t i = 0; v && i < v->nr_pv; i++) {
+			struct hgsync_pvclock *q = &v->pv[i];
+			uint64_t before;
+
+			if (pv_value_at(g, v, q, q->host_tsc, q->host_tsc, &q->start_ns)) {
+				q->start_ns = i ? v->pv[i - 1].start_ns : 0;
+				continue;
+			}
+			/* Where this vCPU's clock had got to (a step back?), and the others'. */
+			for (unsigned int u = 0; u < g->nr_cpus; u++) {
+				const struct hgsync_vcpu *w = u == c ? v : vcpu_find(s, g->vm.vm_pid, (int)u);
+
+				p = !w ? NULL : w == v ? (i ? q - 1 : NULL) : pv_at(w, q->host_tsc);
+				if (!p || pv_reached(s, g, w, p, q->host_tsc, &before))
+					continue;
+				if (before > q->start_ns && before - q->start_ns > g->pv_clamp_ns)
+					g->pv_clamp_ns = before - q->start_ns;
+			}
+		}
+	}
+}
+
+/*
+ * The guest TSC and host TSC of kvm-clock reading @guest_ns on @vcpu:
+ * the record in force is the last one whose start value is at or below
+ * it (the clock only moves forward, but for the clamp), the guest TSC the
+ * inverse of its formula, and the host TSC KVM's relation in force then
+ * (offsets may change between records: the one whose span holds the
+ * result).  0, -ENODATA without records, -ENOENT outside them.
+ */
+static int pv_to_host_tsc(const struct hgsync *s, const struct hgsync_guest *g, int vcpu,
+			  uint64_t guest_ns, uint64_t *guest_tsc, uint64_t *host_tsc,
+			  struct hgclock_conversion *conv)
+{
+	const struct hgsync_vcpu *v;
+	size_t lo = 0, hi, i;
+	uint64_t span_lo, span_hi, first = 0;
+	ssize_t k;
+	bool have = false;
+
+	if (!g->pv_known || !(v = vcpu_find(s, g->vm.vm_pid, vcpu)) || !v->nr_pv)
+		return -ENODATA;
+	hi = v->nr_pv;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (v->pv[mid].start_ns <= guest_ns)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo) {
+		i = lo - 1;
+		*conv = pv_conv(g, &v->pv[i]);
+		span_lo = v->pv[i].host_tsc;
+		span_hi = i + 1 < v->nr_pv ? v->pv[i + 1].host_tsc : UINT64_MAX;
+	} else {
+		/* Before the first record: what the guest's first snapshot read. */
+		if ((unsigned int)vcpu >= g->nr_cpus || !g->convs[vcpu].n ||
+		    !(g->convs[vcpu].v[0].conv.flags & HGCLOCK_CONV_PVCLOCK))
+			return -ENOENT;
+		*conv = g->convs[vcpu].v[0].conv;
+		span_lo = 0;
+		span_hi = v->pv[0].host_tsc;
+	}
+	*guest_tsc = hgsync_conv_invert(conv, guest_ns);
+	/* Each offset in force within the record's span, from the one at its start. */
+	for (k = offset_index(v, span_lo); k < (ssize_t)v->nr_off; k++) {
+		struct hgsync_offset o;
+		uint64_t from = k >= 0 && v->off[k].host_tsc > span_lo ? v->off[k].host_tsc : span_lo;
+		uint64_t to = k + 1 < (ssize_t)v->nr_off && v->off[k + 1].host_tsc < span_hi ?
+			      v->off[k + 1].host_tsc : span_hi;
+		uint64_t h;
+
+		if (k >= 0 && v->off[k].host_tsc >= span_hi)
+			break;
+		if (offset_at(v, from, &o))
+			continue;
+		h = hgsync_kvm_host_tsc(*guest_tsc, o.tsc_offset, o.tsc_ratio, o.tsc_frac_bits);
+		if (!have) {
+			first = h;
+			have = true;
+		}
+		if (h >= from && h < to) {
+			*host_tsc = h;
+			return 0;
+		}
+	}
+	if (!have)
+		return -ENOENT;
+	*host_tsc = first;	/* a clamped reading: the bound covers it */
+	return 0;
+}
+
+/*
+ * Joins each of @g's exit pairings with the host's half: the same key and
+ * sequence number, from the vCPU with the guest CPU's number, in @g's VM
+ * when it is known.  Without a known VM a match must be unique (another
+ * guest's key could collide).  A guest half whose clocks went backwards
+ * (a TSC write in between) is dropped.
+ */
+static int join_pairs(const struct hgsync *s, struct hgsync_guest *g)
+{
+	g->nr_xpairs = 0;
+	for (size_t i = 0; i < g->nr_gpairs; i++) {
+		const struct hgclock_rec_exit_pair *gp = &g->gpairs[i];
+		struct hgclock_rec_exit_host key = { .key = gp->key, .seq = gp->seq };
+		const struct hgclock_rec_exit_host *h, *match = NULL;
+		size_t lo = 0, hi = s->nr_hpairs, nmatch = 0;
+
+		if (gp->tsc_after < gp->tsc_before ||
+		    gp->sched_clock_after_ns < gp->sched_clock_before_ns)
+			continue;
+		while (lo < hi) {
+			size_t mid = lo + (hi - lo) / 2;
+
+			if (cmp_hpair(&s->hpairs[mid], &key) < 0)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		for (h = s->hpairs + lo; h < s->hpairs + s->nr_hpairs && !cmp_hpair(h, &key); h++) {
+			if (h->vcpu_id != (int32_t)gp->hdr.cpu ||
+			    (g->vm.vm_pid > 0 && h->vm_pid != g->vm.vm_pid))
+				continue;
+			match = h;
+			nmatch++;
+		}
+		if (nmatch == 1) {
+			struct hgsync_xpair x = {
+				.guest_cpu = gp->hdr.cpu, .seq = gp->seq,
+				.guest_tsc_before = gp->tsc_before, .guest_tsc_after = gp->tsc_after,
+				.guest_ns_before = gp->sched_clock_before_ns,
+				.guest_ns_after = gp->sched_clock_after_ns,
+				.host_tsc = match->hdr.tsc, .host_ns = match->hdr.sched_clock_ns,
+				.host_cpu = (int32_t)match->hdr.cpu,
+			};
+
+			if (PUSH(g->xpairs, g->nr_xpairs, g->cap_xpairs, x))
+				return -ENOMEM;
+		}
+	}
+	return 0;
+}
+
+/*
+ * A pairing as brackets for the fit.  The host read its clock between the
+ * guest's two readings b and a: the true host value at b lies in
+ * [H - rate * (a - b), H], rate being host units per guest unit (at most
+ * 0.1% off the nominal, which the fit assumes as well).
+ */
+static struct hgsync_obs xpair_obs(const struct hgsync *s, const struct hgsync_guest *g,
+				   const struct hgsync_xpair *x, uint32_t clock)
+{
+	uint64_t w;
+
+	if (clock == HGCOR_CLOCK_TSC) {
+		uint64_t host_khz = s->host_info.tsc_khz, guest_khz = g->info.tsc_khz;
+
+		w = x->guest_tsc_after - x->guest_tsc_before;
+		if (host_khz && guest_khz)
+			w = (uint64_t)((u128)w * host_khz / guest_khz);
+		w += w / 1000 + 1;
+		return (struct hgsync_obs){ x->guest_tsc_before,
+					    x->host_tsc > w ? x->host_tsc - w : 0, x->host_tsc };
+	}
+	w = x->guest_ns_after - x->guest_ns_before;
+	w += w / 1000 + 1;
+	return (struct hgsync_obs){ x->guest_ns_before, x->host_ns > w ? x->host_ns - w : 0,
+				    x->host_ns };
 }
 
 int hgsync_load(struct hgsync *s, const void *buf, size_t len, int flags, size_t *err_pos)
@@ -676,9 +1126,17 @@ int hgsync_load(struct hgsync *s, const void *buf, size_t len, int flags, size_t
 			qsort(vc->off, vc->nr_off, sizeof(*vc->off), cmp_offset);
 		if (vc->nr_where)
 			qsort(vc->where, vc->nr_where, sizeof(*vc->where), cmp_where);
+		if (vc->nr_pv)
+			qsort(vc->pv, vc->nr_pv, sizeof(*vc->pv), cmp_pv);
 	}
+	if (s->nr_hpairs)
+		qsort(s->hpairs, s->nr_hpairs, sizeof(*s->hpairs), cmp_hpair);
 	for (unsigned int i = 0; i < s->nr_guests; i++) {
-		ret = index_segs(&s->guests[i]);
+		ret = join_pairs(s, &s->guests[i]);
+		if (!ret)
+			pv_setup(s, &s->guests[i]);
+		if (!ret)
+			ret = index_segs(&s->guests[i]);
 		if (ret) {
 			hgsync_free(s);
 			return ret;
@@ -695,8 +1153,10 @@ void hgsync_free(struct hgsync *s)
 	for (size_t i = 0; i < s->nr_vcpus; i++) {
 		free(s->vcpus[i].off);
 		free(s->vcpus[i].where);
+		free(s->vcpus[i].pv);
 	}
 	free(s->vcpus);
+	free(s->hpairs);
 	for (unsigned int i = 0; i < s->nr_guests; i++) {
 		struct hgsync_guest *g = &s->guests[i];
 
@@ -704,6 +1164,8 @@ void hgsync_free(struct hgsync *s)
 			free(g->convs[c].v);
 		free(g->convs);
 		free(g->probes);
+		free(g->gpairs);
+		free(g->xpairs);
 		free(g->segs);
 		free(g->seg_maxend);
 		free(g->seg_probe_lo);
@@ -795,13 +1257,13 @@ static bool is_break(const struct hgsync_obs *a, const struct hgsync_obs *b)
 }
 
 /*
- * Probe segments for one clock of one vCPU from @obs, all taken in the
+ * Probe (or exit pairing: @method) segments for one clock of one vCPU from @obs, all taken in the
  * host TSC span [host_start, host_end) (an epoch: between two changes of
  * the vCPU's TSC offset, when they are known).  The first piece of the
  * first epoch reaches back to 0, the last piece of every epoch forward to
  * UINT64_MAX: where spans overlap, the latest epoch wins (find_seg()).
  */
-static int probe_segments(struct hgsync_guest *g, uint32_t clock, int vcpu,
+static int probe_segments(struct hgsync_guest *g, uint32_t method, uint32_t clock, int vcpu,
 			  struct hgsync_obs *obs, size_t n, uint32_t tsc_khz,
 			  uint64_t host_start, uint64_t host_end, bool first_epoch)
 {
@@ -822,6 +1284,7 @@ static int probe_segments(struct hgsync_guest *g, uint32_t clock, int vcpu,
 		seg.guest_start = start || !first_epoch ? obs[start].x : 0;
 		seg.guest_end = i < n ? obs[i].x : UINT64_MAX;
 		if (i - start >= 2 && !hgsync_fit(obs + start, i - start, &seg)) {
+			seg.method = method;
 			/* A bound in TSC counts is turned into ns. */
 			if (clock == HGCOR_CLOCK_TSC && tsc_khz)
 				seg.bound_ns = (uint64_t)((u128)seg.bound_ns * 1000000 / tsc_khz) + 1;
@@ -858,8 +1321,8 @@ static size_t offset_changes(const struct hgsync *s, const struct hgsync_guest *
  * every vCPU load, and keeps kvm-clock continuous across them.
  */
 struct probe_at {
-	uint64_t host_tsc;	/* of the send */
-	const struct hgcor_probe *p;
+	uint64_t host_tsc;		/* of the send, or of the host's reading */
+	struct hgsync_obs tsc, sched;	/* the sample on either clock */
 };
 
 static int cmp_probe_at(const void *a, const void *b)
@@ -869,24 +1332,40 @@ static int cmp_probe_at(const void *a, const void *b)
 	return x->host_tsc < y->host_tsc ? -1 : x->host_tsc > y->host_tsc;
 }
 
-static int probe_epochs(const struct hgsync *s, struct hgsync_guest *g, uint32_t clock,
-			unsigned int cpu, struct hgsync_obs *obs)
+static int probe_epochs(const struct hgsync *s, struct hgsync_guest *g, uint32_t method,
+			uint32_t clock, unsigned int cpu, struct hgsync_obs *obs)
 {
 	const struct hgsync_offset *off;
 	size_t nc = offset_changes(s, g, (int)cpu, &off), np = 0, e, i, j = 0, n;
+	size_t nsrc = method == HGCOR_METHOD_EXIT ? g->nr_xpairs : g->nr_probes;
 	uint32_t khz = clock == HGCOR_CLOCK_TSC ? s->host_info.tsc_khz : 0;
 	uint64_t lo = 0, hi;
 	struct probe_at *at;
 	int ret = 0;
 
-	/* This vCPU's probes in host time: each epoch is then one stretch. */
-	at = malloc((g->nr_probes ? g->nr_probes : 1) * sizeof(*at));
+	/* This vCPU's samples in host time: each epoch is then one stretch. */
+	at = malloc((nsrc ? nsrc : 1) * sizeof(*at));
 	if (!at)
 		return -ENOMEM;
-	for (i = 0; i < g->nr_probes; i++)
-		if (g->probes[i].guest_cpu == cpu)
-			at[np++] = (struct probe_at){ g->probes[i].host_tsc_send, &g->probes[i] };
-	qsort(at, np, sizeof(*at), cmp_probe_at);
+	for (i = 0; i < nsrc; i++) {
+		if (method == HGCOR_METHOD_EXIT) {
+			const struct hgsync_xpair *x = &g->xpairs[i];
+
+			if (x->guest_cpu == cpu)
+				at[np++] = (struct probe_at){ x->host_tsc,
+					xpair_obs(s, g, x, HGCOR_CLOCK_TSC),
+					xpair_obs(s, g, x, HGCOR_CLOCK_SCHED) };
+		} else {
+			const struct hgcor_probe *p = &g->probes[i];
+
+			if (p->guest_cpu == cpu)
+				at[np++] = (struct probe_at){ p->host_tsc_send,
+					{ p->guest_tsc, p->host_tsc_send, p->host_tsc_recv },
+					{ p->guest_sched_ns, p->host_ns_send, p->host_ns_recv } };
+		}
+	}
+	if (np)
+		qsort(at, np, sizeof(*at), cmp_probe_at);
 	/* Epoch boundaries: the changes (entries from TSC_OFFSET records). */
 	if (clock == HGCOR_CLOCK_SCHED && nc * 4 > np)
 		nc = 0;
@@ -895,14 +1374,9 @@ static int probe_epochs(const struct hgsync *s, struct hgsync_guest *g, uint32_t
 		if (e < nc && !off[e].is_change)
 			continue;
 		hi = e < nc ? off[e].host_tsc : UINT64_MAX;
-		for (n = 0; j < np && (at[j].host_tsc < hi || e == nc); j++) {
-			const struct hgcor_probe *p = at[j].p;
-
-			obs[n++] = clock == HGCOR_CLOCK_TSC ?
-				(struct hgsync_obs){ p->guest_tsc, p->host_tsc_send, p->host_tsc_recv } :
-				(struct hgsync_obs){ p->guest_sched_ns, p->host_ns_send, p->host_ns_recv };
-		}
-		ret = probe_segments(g, clock, (int)cpu, obs, n, khz, lo, hi, lo == 0);
+		for (n = 0; j < np && (at[j].host_tsc < hi || e == nc); j++)
+			obs[n++] = clock == HGCOR_CLOCK_TSC ? at[j].tsc : at[j].sched;
+		ret = probe_segments(g, method, clock, (int)cpu, obs, n, khz, lo, hi, lo == 0);
 		lo = hi;
 	}
 	free(at);
@@ -912,7 +1386,7 @@ static int probe_epochs(const struct hgsync *s, struct hgsync_guest *g, uint32_t
 static int guest_build(struct hgsync *s, struct hgsync_guest *g)
 {
 	struct hgsync_obs *obs;
-	size_t i;
+	size_t i, n;
 	int ret = 0;
 
 	g->nr_segs = 0;
@@ -946,6 +1420,28 @@ static int guest_build(struct hgsync *s, struct hgsync_guest *g)
 		if (h + 1 >= p->host_tsc_send && h <= p->host_tsc_recv + 1)
 			g->kvm_agree++;
 	}
+	/*
+	 * And against the exit pairings, much tighter: the host's reading
+	 * lies between the guest's two, to the TSC count.
+	 */
+	for (i = 0; i < g->nr_xpairs; i++) {
+		const struct hgsync_xpair *x = &g->xpairs[i];
+		const struct hgcor_segment *sb = find_seg(g, HGCOR_METHOD_KVM_EXACT, HGCOR_CLOCK_TSC,
+							  (int)x->guest_cpu, x->guest_tsc_before);
+		const struct hgcor_segment *sa = find_seg(g, HGCOR_METHOD_KVM_EXACT, HGCOR_CLOCK_TSC,
+							  (int)x->guest_cpu, x->guest_tsc_after);
+		uint64_t hb, ha;
+
+		if (!sb || !sa)
+			continue;
+		g->kvm_checked++;
+		hb = hgsync_kvm_host_tsc(x->guest_tsc_before, sb->tsc_offset, sb->tsc_ratio,
+					 sb->tsc_frac_bits);
+		ha = hgsync_kvm_host_tsc(x->guest_tsc_after, sa->tsc_offset, sa->tsc_ratio,
+					 sa->tsc_frac_bits);
+		if (hb <= x->host_tsc + 1 && ha + 1 >= x->host_tsc)
+			g->kvm_agree++;
+	}
 	if (g->kvm_checked && g->kvm_agree * 10 < g->kvm_checked * 9) {
 		/* Not this guest's VM, or not its offsets: keep the probes only. */
 		g->nr_segs = 0;
@@ -955,7 +1451,8 @@ static int guest_build(struct hgsync *s, struct hgsync_guest *g)
 	/* Probe segments join below: the index is stale until rebuilt. */
 	g->indexed = 0;
 
-	obs = malloc((g->nr_probes ? g->nr_probes : 1) * sizeof(*obs));
+	n = g->nr_probes > g->nr_xpairs ? g->nr_probes : g->nr_xpairs;
+	obs = malloc((n ? n : 1) * sizeof(*obs));
 	if (!obs)
 		return -ENOMEM;
 	/*
@@ -969,11 +1466,13 @@ static int guest_build(struct hgsync *s, struct hgsync_guest *g)
 
 		for (i = 0; i < g->nr_probes && !any; i++)
 			any = g->probes[i].guest_cpu == cpu;
+		for (i = 0; i < g->nr_xpairs && !any; i++)
+			any = g->xpairs[i].guest_cpu == cpu;
 		if (!any && cpu >= g->nr_cpus)
 			break;
-		ret = probe_epochs(s, g, HGCOR_CLOCK_SCHED, cpu, obs);
-		if (!ret)
-			ret = probe_epochs(s, g, HGCOR_CLOCK_TSC, cpu, obs);
+		for (int k = 0; k < 4 && !ret; k++)
+			ret = probe_epochs(s, g, k < 2 ? HGCOR_METHOD_PROBE : HGCOR_METHOD_EXIT,
+					   k % 2 ? HGCOR_CLOCK_TSC : HGCOR_CLOCK_SCHED, cpu, obs);
 	}
 	free(obs);
 	return ret ? ret : index_segs(g);
@@ -1108,8 +1607,10 @@ static int to_host_kvm(const struct hgsync *s, const struct hgsync_guest *g, int
 		       uint32_t clock, uint64_t guest_value, struct hgsync_result *r)
 {
 	const struct hgclock_rec_cyc2ns *gc = NULL, *hc;
+	const struct hgclock_conversion *gconv = NULL;
+	struct hgclock_conversion pvc;
 	const struct hgcor_segment *seg;
-	uint64_t guest_tsc = guest_value, host_tsc, gb = 0, hb, spread = 0;
+	uint64_t guest_tsc = guest_value, host_tsc = 0, gb = 0, hb, spread = 0;
 	int32_t hcpu;
 
 	if (clock != HGSYNC_CLOCK_TSC) {
@@ -1127,15 +1628,25 @@ static int to_host_kvm(const struct hgsync *s, const struct hgsync_guest *g, int
 				return -ENODATA;
 		}
 		gb = conv_bound(&gc->conv);
-		if (gb == HGSYNC_NO_BOUND)
+		if (gb == HGSYNC_NO_BOUND && g->pv_known &&
+		    !pv_to_host_tsc(s, g, vcpu, guest_value, &guest_tsc, &host_tsc, &pvc)) {
+			/* kvm-clock without the stable bit: KVM's own parameters. */
+			gb = g->pv_clamp_ns;
+			gconv = &pvc;
+		} else if (gb == HGSYNC_NO_BOUND) {
 			return -ENODATA;
-		guest_tsc = hgsync_conv_invert(&gc->conv, guest_value);
+		} else {
+			gconv = &gc->conv;
+			guest_tsc = hgsync_conv_invert(gconv, guest_value);
+		}
 	}
 	seg = find_seg(g, HGCOR_METHOD_KVM_EXACT, HGCOR_CLOCK_TSC, vcpu, guest_tsc);
-	if (!seg)
-		return -ENOENT;
-	host_tsc = hgsync_kvm_host_tsc(guest_tsc, seg->tsc_offset, seg->tsc_ratio,
-				       seg->tsc_frac_bits);
+	if (gconv != &pvc) {
+		if (!seg)
+			return -ENOENT;
+		host_tsc = hgsync_kvm_host_tsc(guest_tsc, seg->tsc_offset, seg->tsc_ratio,
+					       seg->tsc_frac_bits);
+	}
 	hcpu = host_cpu_at(s, g, vcpu, host_tsc);
 	r->host_tsc = host_tsc;
 	r->method = HGCOR_METHOD_KVM_EXACT;
@@ -1164,13 +1675,16 @@ static int to_host_kvm(const struct hgsync *s, const struct hgsync_guest *g, int
 		 * of them, unknown.  Take the middle of their host times; half
 		 * their spread joins the bound.
 		 */
-		uint64_t last_tsc = hgsync_conv_invert(&gc->conv, guest_value + 1) - 1;
+		uint64_t last_tsc = hgsync_conv_invert(gconv, guest_value + 1) - 1;
 		uint64_t host_last, ns_first, ns_last;
 
 		if ((int64_t)(last_tsc - guest_tsc) < 0 || last_tsc - guest_tsc > 1u << 20)
 			last_tsc = guest_tsc;
-		host_last = hgsync_kvm_host_tsc(last_tsc, seg->tsc_offset, seg->tsc_ratio,
-						seg->tsc_frac_bits);
+		/* The same offset: the TSC counts of one ns are next to each other. */
+		host_last = host_tsc + (last_tsc - guest_tsc);
+		if (seg && gconv != &pvc)
+			host_last = hgsync_kvm_host_tsc(last_tsc, seg->tsc_offset, seg->tsc_ratio,
+							seg->tsc_frac_bits);
 		ns_first = hgclock_conv_apply(&hc->conv, host_tsc);
 		ns_last = hgclock_conv_apply(&hc->conv, host_last);
 		if (ns_last < ns_first)
@@ -1188,8 +1702,10 @@ static int to_host_kvm(const struct hgsync *s, const struct hgsync_guest *g, int
 	return 0;
 }
 
+/* A PROBE or EXIT segment (@method): both are fitted lines. */
 static int to_host_probe(const struct hgsync *s, const struct hgsync_guest *g, int vcpu,
-			 uint32_t clock, uint64_t guest_value, struct hgsync_result *r)
+			 uint32_t clock, uint64_t guest_value, uint32_t method,
+			 struct hgsync_result *r)
 {
 	const struct hgcor_segment *seg;
 	uint64_t local_off_guest = 0, local_off_host = 0;
@@ -1209,10 +1725,10 @@ static int to_host_probe(const struct hgsync *s, const struct hgsync_guest *g, i
 		guest_value -= local_off_guest;
 		clock = HGSYNC_CLOCK_SCHED;
 	}
-	seg = find_seg(g, HGCOR_METHOD_PROBE, clock, vcpu, guest_value);
+	seg = find_seg(g, method, clock, vcpu, guest_value);
 	if (!seg)
 		return -ENOENT;
-	r->method = HGCOR_METHOD_PROBE;
+	r->method = method;
 	r->seg = seg;
 	r->host_value = hgsync_probe_apply(seg, guest_value) + local_off_host;
 	{
@@ -1342,17 +1858,26 @@ int hgsync_to_host_by(const struct hgsync *s, uint32_t guest_id, int vcpu, uint3
 	g = &s->guests[guest_id];
 	if (method == HGCOR_METHOD_KVM_EXACT)
 		return to_host_kvm(s, g, vcpu, clock, guest_value, r);
-	if (method == HGCOR_METHOD_PROBE)
-		return to_host_probe(s, g, vcpu, clock, guest_value, r);
-	/* The best method first: KVM's own numbers, then the probes. */
+	if (method == HGCOR_METHOD_PROBE || method == HGCOR_METHOD_EXIT)
+		return to_host_probe(s, g, vcpu, clock, guest_value, method, r);
+	/*
+	 * The best method first: KVM's own numbers; else the fitted line
+	 * with the tighter bound here, exit pairings or probes.
+	 */
 	ret = to_host_kvm(s, g, vcpu, clock, guest_value, r);
 	if (ret) {
-		int ret2 = to_host_probe(s, g, vcpu, clock, guest_value, r);
+		struct hgsync_result rp = *r;
+		int ret2 = to_host_probe(s, g, vcpu, clock, guest_value, HGCOR_METHOD_EXIT, r);
+		int ret3 = to_host_probe(s, g, vcpu, clock, guest_value, HGCOR_METHOD_PROBE, &rp);
 
+		if (!ret3 && (ret2 || rp.bound_ns < r->bound_ns)) {
+			*r = rp;
+			ret2 = 0;
+		} else if (ret2 && ret2 == -ENOENT) {
+			ret2 = ret3;
+		}
 		if (!ret2 || ret == -ENOENT)
 			ret = ret2;
 	}
-	if (!ret && r->method == HGCOR_METHOD_PROBE && clock != HGSYNC_CLOCK_TSC)
-		r->host_cpu = -1;
 	return ret;
 }

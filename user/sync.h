@@ -54,6 +54,19 @@ struct hgsync_where {
 	int32_t running;
 };
 
+/*
+ * kvm-clock parameters KVM wrote for a vCPU at host TSC @host_tsc (a
+ * PVCLOCK record), in force for the guest from then until the next.
+ */
+struct hgsync_pvclock {
+	uint64_t host_tsc;
+	uint64_t tsc_timestamp;
+	uint64_t system_time;
+	uint32_t mul;
+	int32_t shift;
+	uint64_t start_ns;	/* guest sched_clock at @host_tsc (pv_setup()) */
+};
+
 /* A host vCPU thread, from the host's tracking records. */
 struct hgsync_vcpu {
 	int32_t vm_pid;
@@ -64,6 +77,23 @@ struct hgsync_vcpu {
 	struct hgsync_where *where;
 	size_t nr_where, cap_where;
 	uint64_t migrations;
+	struct hgsync_pvclock *pv;	/* by host TSC */
+	size_t nr_pv, cap_pv;
+};
+
+/*
+ * One exit pairing with both halves joined (guest_build()): the guest's
+ * readings before and after its CPUID, the host's in between.
+ */
+struct hgsync_xpair {
+	uint32_t guest_cpu;
+	uint32_t seq;
+	uint64_t guest_tsc_before, guest_tsc_after;
+	uint64_t guest_ns_before, guest_ns_after;	/* guest sched_clock */
+	uint64_t host_tsc;
+	uint64_t host_ns;				/* host sched_clock */
+	int32_t host_cpu;
+	uint32_t reserved;
 };
 
 struct hgsync_guest {
@@ -75,13 +105,27 @@ struct hgsync_guest {
 	unsigned int nr_cpus;
 	struct hgcor_probe *probes;
 	size_t nr_probes, cap_probes;
+	struct hgclock_rec_exit_pair *gpairs;	/* the guest's halves, as read */
+	size_t nr_gpairs, cap_gpairs;
+	struct hgsync_xpair *xpairs;	/* joined with the host's (guest_build()) */
+	size_t nr_xpairs, cap_xpairs;
 	struct hgcor_segment *segs;	/* chosen mapping, sorted */
 	size_t nr_segs, cap_segs;
 	uint64_t *seg_maxend;		/* find_seg() index, see index_segs() */
-	uint64_t *seg_probe_lo;		/* PROBE segments: the span of the guest */
-	uint64_t *seg_probe_hi;		/* values of their probes (index_segs()) */
+	uint64_t *seg_probe_lo;		/* PROBE/EXIT segments: the span of the */
+	uint64_t *seg_probe_hi;		/* guest values of their samples (index_segs()) */
 	int indexed;
-	uint64_t kvm_checked, kvm_agree; /* probes checked against KVM exact */
+	uint64_t kvm_checked, kvm_agree; /* probes and pairings checked against KVM exact */
+	/*
+	 * kvm-clock from the host's PVCLOCK records (pv_setup()): the guest's
+	 * kvm_sched_clock_offset, found from its own snapshots' parameters
+	 * (pv_checked of them, pv_agree matching a record), and the bound
+	 * of pvclock's clamp to the largest value read so far.
+	 */
+	int pv_known;
+	uint64_t pv_sched_offset;
+	uint64_t pv_checked, pv_agree;
+	uint64_t pv_clamp_ns;
 };
 
 struct hgsync {
@@ -90,6 +134,8 @@ struct hgsync {
 	unsigned int nr_host_cpus;
 	struct hgsync_vcpu *vcpus;
 	size_t nr_vcpus, cap_vcpus;
+	struct hgclock_rec_exit_host *hpairs;	/* the host's halves, sorted (key, seq) */
+	size_t nr_hpairs, cap_hpairs;
 	struct hgsync_guest guests[HGSYNC_MAX_GUESTS];
 	unsigned int nr_guests;		/* highest id + 1 */
 	int has_file_segments;		/* the file carried a SEGMENTS section */
@@ -188,6 +234,8 @@ int hgsync_fit(struct hgsync_obs *obs, size_t n, struct hgcor_segment *seg);
 uint64_t hgsync_probe_apply(const struct hgcor_segment *seg, uint64_t guest_value);
 
 const char *hgsync_method_name(uint32_t method);
+/* "auto" (0), "kvm-exact" (or "kvm"), "probe", "exit": HGCOR_METHOD_*; -1 else. */
+int hgsync_method_parse(const char *name);
 const char *hgsync_clock_name(uint32_t clock);
 
 #endif /* HGCLOCK_SYNC_H */

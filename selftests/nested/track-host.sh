@@ -127,7 +127,7 @@ python3 "$check" sync "$tool" /tmp/pair.hgc /tmp/pair.jsonl /tmp/marks.jsonl /tm
 rc=$?
 check_sync() { python3 -c "import json,sys; r=json.load(open('/tmp/sync-results.json')); sys.exit(0 if r.get('$1') else 1)" 2>/dev/null; }
 for t in segments_after_tsc_write debugfs_matches_trace tsc_exact local_within_10ns exit_causal \
-	probe_within_bound; do
+	probe_within_bound exit_within_bound; do
 	check_sync $t && tap ok nested.sync_$t || tap not-ok nested.sync_$t
 done
 [ $rc -le 1 ] || tap not-ok nested.sync_checker "exit $rc"

@@ -539,6 +539,12 @@ struct scen {
 	int64_t probe_shift;	/* ticks added to every probe's guest TSC */
 	int no_end;		/* abort instead of closing */
 	int guest_native;	/* guest sched_clock from cyc2ns, not kvm-clock */
+	int pairs;		/* exit pairings: NR_PAIRS of them */
+	uint32_t host_key_xor;	/* flips bits of the host halves' key */
+	int no_probes;		/* an empty PROBES section */
+	int moving;		/* write_moving() instead: KVM re-bases the TSC */
+	int moving_no_pvclock;	/* ... without the host's PVCLOCK records */
+	int64_t moving_snap_skew; /* ns added to the guest snapshots' offset_ns */
 };
 
 struct buf {
@@ -672,6 +678,186 @@ static void make_probes(struct hgcor_probe *pr, int64_t shift)
 	}
 }
 
+/*
+ * Exit pairings: the guest reads its clocks 0.4-2 us before the host's
+ * reading in kvm_cpuid and 0.4-2 us after, as a CPUID exit would.  None
+ * straddles vCPU 0's offset change.
+ */
+#define NR_PAIRS	1000
+#define PAIR_KEY	0x2b5d
+
+static void put_pairs(struct buf *host, struct buf *guest, uint32_t host_key_xor)
+{
+	rng_seed(21);
+	for (unsigned int i = 0; i < NR_PAIRS; i++) {
+		int vcpu = i & 1;
+		uint64_t h = PROBE_LO + i * ((PROBE_HI - PROBE_LO) / NR_PAIRS) + rnd_range(0, 1000000);
+		uint64_t d1 = rnd_range(1000, 5000), d2 = rnd_range(1000, 5000);
+		struct hgclock_rec_exit_pair gp;
+		struct hgclock_rec_exit_host hp;
+
+		if (h - d1 < TC + 2500000 && h + d2 + 2500000 > TC)
+			h = TC + 2500000 + d1;
+		memset(&gp, 0, sizeof(gp));
+		gp.hdr.type = HGCLOCK_REC_EXIT_PAIR;
+		gp.hdr.size = sizeof(gp);
+		gp.hdr.cpu = vcpu;
+		gp.hdr.tsc = guest_tsc_at(vcpu, h + d2 + 100);
+		gp.seq = i + 1;
+		gp.key = PAIR_KEY;
+		gp.tsc_before = guest_tsc_at(vcpu, h - d1);
+		gp.sched_clock_before_ns = hgclock_conv_apply(gconv_at(vcpu, h), gp.tsc_before + 20);
+		gp.tsc_after = guest_tsc_at(vcpu, h + d2);
+		gp.sched_clock_after_ns = hgclock_conv_apply(gconv_at(vcpu, h), gp.tsc_after - 20);
+		put(guest, &gp, sizeof(gp));
+
+		memset(&hp, 0, sizeof(hp));
+		hp.hdr.type = HGCLOCK_REC_EXIT_HOST;
+		hp.hdr.size = sizeof(hp);
+		hp.hdr.cpu = host_cpu_of(vcpu, h);
+		hp.hdr.tsc = h;
+		hp.hdr.sched_clock_ns = hgclock_conv_apply(&hconv, h + 30);
+		hp.tid = 2000 + vcpu;
+		hp.vm_pid = VM_PID;
+		hp.vcpu_id = vcpu;
+		hp.seq = i + 1;
+		hp.key = PAIR_KEY ^ host_key_xor;
+		put(host, &hp, sizeof(hp));
+	}
+}
+
+/*
+ * An unstable host TSC: KVM re-bases both vCPUs' TSC offsets every 50 ms
+ * (the guest's TSC jumps 0..100 ms ahead: KVM keeps it from going back)
+ * and rewrites their kvm-clock parameters right
+ * after, keeping kvm-clock continuous to within +-50 ns (its new base is
+ * the host's clock, not the old formula).  The guest's own snapshots see
+ * parameters without the stable bit: no exact conversion of their own.
+ */
+#define MV_DT		125000000ull	/* 50 ms of host TSC between updates */
+#define MV_NR		190		/* updates per vCPU */
+#define MV_SCHED_OFF	123456789ull	/* the guest's kvm_sched_clock_offset */
+#define MV_MUL		1717986918u	/* 0.4 ns per TSC count, 32.32 */
+#define MV_K0		7000000000ull	/* kvm-clock at T0 */
+
+struct mv_epoch {
+	uint64_t host_tsc;	/* of the update (the offset changed 500 before) */
+	uint64_t offset;
+	struct hgclock_conversion conv;	/* the guest's sched_clock under it */
+	uint64_t system_time;
+};
+
+static struct mv_epoch mv[2][MV_NR + 1];
+
+static uint64_t mv_kvmclock(uint64_t h)
+{
+	return MV_K0 + (uint64_t)(((__uint128_t)(h - T0) * MV_MUL) >> 32);
+}
+
+static void mv_init(void)
+{
+	rng_seed(31);
+	for (int c = 0; c < 2; c++) {
+		uint64_t off = O1 + (uint64_t)c * 1000;
+
+		for (unsigned int k = 0; k <= MV_NR; k++) {
+			struct mv_epoch *e = &mv[c][k];
+			/* Epoch 0: parameters written before the recording began. */
+			uint64_t u = k ? T0 + k * MV_DT + (uint64_t)c * 7000000 : T0 - 5000;
+
+			if (k)
+				off += rnd_range(0, 250000000);
+			e->host_tsc = u;
+			e->offset = off;
+			e->system_time = mv_kvmclock(u) + rnd_range(0, 100) - 50;
+			e->conv = (struct hgclock_conversion){
+				.tsc_base = u + off, .offset_ns = e->system_time - MV_SCHED_OFF,
+				.mult = MV_MUL, .shift = 32, .pre_shift = 0,
+				.flags = HGCLOCK_CONV_VALID | HGCLOCK_CONV_PVCLOCK,
+			};
+		}
+	}
+}
+
+static const struct mv_epoch *mv_at(int c, uint64_t h)
+{
+	unsigned int k = 0;
+
+	while (k < MV_NR && mv[c][k + 1].host_tsc <= h)
+		k++;
+	return &mv[c][k];
+}
+
+static void write_moving_records(struct buf *host, struct buf *guest, const struct scen *sc)
+{
+	mv_init();
+	put_cyc2ns(host, 0, T0 - 1000, &hconv, 1);
+	put_cyc2ns(host, 1, T0 - 900, &hconv, 1);
+	for (int c = 0; c < 2; c++) {
+		struct hgclock_rec_vcpu_seen r;
+		struct hgclock_conversion cv = mv[c][0].conv;
+
+		memset(&r, 0, sizeof(r));
+		r.hdr.type = HGCLOCK_REC_VCPU_SEEN;
+		r.hdr.size = sizeof(r);
+		r.hdr.cpu = c;
+		r.hdr.tsc = T0 + c;
+		r.tid = 2000 + c;
+		r.vm_pid = VM_PID;
+		r.vcpu_id = c;
+		r.flags = HGCLOCK_VCPU_KVM | HGCLOCK_VCPU_TSC_KNOWN;
+		r.tsc_offset = mv[c][0].offset;
+		r.tsc_scaling_ratio = 1ull << 32;
+		r.tsc_frac_bits = 32;
+		r.host_cpu = c;
+		put(host, &r, sizeof(r));
+		put_run(host, c, T0 + 10 + c);
+		cv.offset_ns += (uint64_t)sc->moving_snap_skew;
+		put_cyc2ns(guest, c, T0 + 1000 + mv[c][0].offset, &cv, 1);
+	}
+	for (unsigned int k = 1; k <= MV_NR; k++) {
+		for (int c = 0; c < 2; c++) {
+			const struct mv_epoch *e = &mv[c][k];
+			struct hgclock_rec_tsc_offset t;
+			struct hgclock_rec_pvclock p;
+			struct hgclock_conversion cv = e->conv;
+
+			memset(&t, 0, sizeof(t));
+			t.hdr.type = HGCLOCK_REC_TSC_OFFSET;
+			t.hdr.size = sizeof(t);
+			t.hdr.cpu = c;
+			t.hdr.tsc = e->host_tsc - 500;
+			t.tid = 2000 + c;
+			t.vm_pid = VM_PID;
+			t.vcpu_id = c;
+			t.flags = HGCLOCK_VCPU_KVM | HGCLOCK_VCPU_TSC_KNOWN;
+			t.previous_offset = mv[c][k - 1].offset;
+			t.next_offset = e->offset;
+			t.tsc_scaling_ratio = 1ull << 32;
+			t.tsc_frac_bits = 32;
+			put(host, &t, sizeof(t));
+			if (!sc->moving_no_pvclock) {
+				memset(&p, 0, sizeof(p));
+				p.hdr.type = HGCLOCK_REC_PVCLOCK;
+				p.hdr.size = sizeof(p);
+				p.hdr.cpu = c;
+				p.hdr.tsc = e->host_tsc;
+				p.tid = 2000 + c;
+				p.vm_pid = VM_PID;
+				p.vcpu_id = c;
+				p.version = 2 * k;
+				p.tsc_timestamp = e->conv.tsc_base;
+				p.system_time = e->system_time;
+				p.tsc_to_system_mul = MV_MUL;
+				put(host, &p, sizeof(p));
+			}
+			/* The guest's snapshot a little later shows the new parameters. */
+			cv.offset_ns += (uint64_t)sc->moving_snap_skew;
+			put_cyc2ns(guest, c, e->host_tsc + 3000 + e->offset, &cv, k + 1);
+		}
+	}
+}
+
 static int write_scen(const char *path, const struct scen *sc)
 {
 	static struct hgcor_probe probes[NR_PROBES];
@@ -696,6 +882,10 @@ static int write_scen(const char *path, const struct scen *sc)
 	strcpy(ginfo.clocksource, sc->guest_native ? "tsc" : "kvm-clock");
 	strcpy(ginfo.hypervisor, "KVMKVMKVM");
 
+	if (sc->moving) {
+		write_moving_records(&host, &guest, sc);
+		goto sections;
+	}
 	/* Host: conversions, the vCPUs found, where they run, the change. */
 	put_cyc2ns(&host, 0, T0 - 1000, &hconv, 1);
 	put_cyc2ns(&host, 1, T0 - 900, &hconv, 1);
@@ -707,19 +897,23 @@ static int write_scen(const char *path, const struct scen *sc)
 	put_cyc2ns(&host, 1, T0 + 12000000100ull, &hconv, 2);
 	put_tsc_offset(&host);
 	put_run(&host, 0, TM);
+	if (sc->pairs)
+		put_pairs(&host, &guest, sc->host_key_xor);
 
 	/* Guest: kvm-clock on both CPUs, CPU 0's refreshed after the change. */
 	put_cyc2ns(&guest, 0, T0 + O1, &gconv_a, 1);
 	put_cyc2ns(&guest, 1, T0 + 10 + O1, &gconv_a, 1);
 	put_cyc2ns(&guest, 0, TC + B_REC_DELAY + O2, &gconv_b, 2);
 
+sections:
 	memset(&vm, 0, sizeof(vm));
 	vm.guest_id = 0;
 	vm.vm_pid = sc->vm_pid;
 	vm.how = HGCOR_VM_BY_OPTION;
 	snprintf(vm.spec, sizeof(vm.spec), "g,vm=%d", sc->vm_pid);
 
-	make_probes(probes, sc->probe_shift);
+	if (!sc->moving)
+		make_probes(probes, sc->probe_shift);
 
 	ret = hgcor_create(&w, path);
 	if (ret)
@@ -732,7 +926,7 @@ static int write_scen(const char *path, const struct scen *sc)
 	ret = ret ?: hgcor_write_section2(&w, HGCOR_SEC_GUEST_RECORDS, 0, prefix,
 					  sizeof(prefix), guest.p, guest.len);
 	ret = ret ?: hgcor_write_section2(&w, HGCOR_SEC_PROBES, 0, prefix, sizeof(prefix),
-					  probes, sizeof(probes));
+					  probes, sc->no_probes || sc->moving ? 0 : sizeof(probes));
 	if (ret || sc->no_end)
 		hgcor_abort(&w);
 	else
@@ -1073,6 +1267,220 @@ TEST(inconsistent_probes_reject_kvm)
 	free(s);
 }
 
+/*
+ * Exit pairings with no VM known (no KVM mapping): on both clocks they
+ * give the mapping, within their bound everywhere, and a bound near the
+ * exits' length (a few us), not the probes' round trips.
+ */
+static void check_exit(struct __test_metadata *_metadata, const struct hgsync *s,
+		       uint32_t want_method, uint64_t max_bound)
+{
+	struct hgsync_result r;
+
+	rng_seed(14);
+	for (unsigned int i = 0; i < 2000; i++) {
+		int vcpu = i & 1;
+		uint64_t h = span_h(i / 2, 1000);
+		uint64_t truth = hgclock_conv_apply(&hconv, h), e;
+
+		/* vCPU 0's TSC jumps at TC: its pairings before and after are two lines. */
+		if (vcpu == 0 && h < TC + 10000000 && h + 20000000 > TC)
+			continue;
+		ASSERT_EQ(0, hgsync_to_host(s, 0, vcpu, HGSYNC_CLOCK_SCHED,
+					    guest_ns_at(vcpu, h), &r));
+		ASSERT_EQ(want_method, r.method);
+		ASSERT_GE(max_bound, r.bound_ns);
+		e = absdiff(r.host_value, truth);
+		ASSERT_LE(e, r.bound_ns) TH_LOG("sched: vcpu %d h %llu error %llu bound %llu",
+						vcpu, (unsigned long long)h,
+						(unsigned long long)e,
+						(unsigned long long)r.bound_ns);
+		ASSERT_EQ(0, hgsync_to_host(s, 0, vcpu, HGSYNC_CLOCK_TSC,
+					    guest_tsc_at(vcpu, h), &r));
+		ASSERT_EQ(want_method, r.method);
+		e = absdiff(r.host_value, h) * 1000000 / KHZ;
+		ASSERT_LE(e, r.bound_ns) TH_LOG("tsc: vcpu %d h %llu error %llu bound %llu",
+						vcpu, (unsigned long long)h,
+						(unsigned long long)e,
+						(unsigned long long)r.bound_ns);
+	}
+}
+
+TEST(exit_pairs_without_vm)
+{
+	struct scen sc = { .vm_pid = -1, .pairs = 1 };
+	struct hgsync *s = calloc(1, sizeof(*s));
+
+	ASSERT_NE(NULL, s);
+	ASSERT_EQ(0, load_scen(s, &sc, 0));
+	EXPECT_EQ(NR_PAIRS, s->guests[0].nr_gpairs);
+	EXPECT_EQ(NR_PAIRS, s->guests[0].nr_xpairs);
+	EXPECT_LT(0, count_segs(&s->guests[0], HGCOR_METHOD_EXIT, HGCOR_CLOCK_SCHED, 0));
+	EXPECT_LT(0, count_segs(&s->guests[0], HGCOR_METHOD_EXIT, HGCOR_CLOCK_TSC, 1));
+	/* Exits of 0.8-4 us: a bound of a few us, where probes gave 20. */
+	check_exit(_metadata, s, HGCOR_METHOD_EXIT, 5000);
+	hgsync_free(s);
+	free(s);
+}
+
+TEST(exit_pairs_alone)
+{
+	struct scen sc = { .vm_pid = -1, .pairs = 1, .no_probes = 1 };
+	struct hgsync *s = calloc(1, sizeof(*s));
+
+	ASSERT_NE(NULL, s);
+	ASSERT_EQ(0, load_scen(s, &sc, 0));
+	EXPECT_EQ(0, s->guests[0].nr_probes);
+	check_exit(_metadata, s, HGCOR_METHOD_EXIT, 5000);
+	hgsync_free(s);
+	free(s);
+}
+
+TEST(exit_pairs_wrong_key_unused)
+{
+	struct scen sc = { .vm_pid = -1, .pairs = 1, .host_key_xor = 1 };
+	struct hgsync *s = calloc(1, sizeof(*s));
+
+	ASSERT_NE(NULL, s);
+	ASSERT_EQ(0, load_scen(s, &sc, 0));
+	EXPECT_EQ(NR_PAIRS, s->guests[0].nr_gpairs);
+	EXPECT_EQ(0, s->guests[0].nr_xpairs);
+	EXPECT_EQ(0, count_segs(&s->guests[0], HGCOR_METHOD_EXIT, HGCOR_CLOCK_SCHED, 0));
+	check_probe_fallback(_metadata, s);
+	hgsync_free(s);
+	free(s);
+}
+
+TEST(exit_pairs_check_kvm)
+{
+	struct scen sc = { .vm_pid = VM_PID, .pairs = 1 };
+	struct hgsync *s = calloc(1, sizeof(*s));
+	struct hgsync_result r;
+
+	ASSERT_NE(NULL, s);
+	ASSERT_EQ(0, load_scen(s, &sc, 0));
+	/* Every probe and every pairing agrees with KVM's offsets. */
+	EXPECT_EQ(NR_PROBES + NR_PAIRS, s->guests[0].kvm_checked);
+	EXPECT_EQ(NR_PROBES + NR_PAIRS, s->guests[0].kvm_agree);
+	/* KVM's exact mapping still comes first; the pairings by name. */
+	ASSERT_EQ(0, hgsync_to_host(s, 0, 1, HGSYNC_CLOCK_TSC, guest_tsc_at(1, T0 + SPAN / 3), &r));
+	EXPECT_EQ(HGCOR_METHOD_KVM_EXACT, r.method);
+	ASSERT_EQ(0, hgsync_to_host_by(s, 0, 1, HGSYNC_CLOCK_SCHED, guest_ns_at(1, T0 + SPAN / 3),
+				       HGCOR_METHOD_EXIT, &r));
+	EXPECT_EQ(HGCOR_METHOD_EXIT, r.method);
+	EXPECT_LE(absdiff(r.host_value, hgclock_conv_apply(&hconv, T0 + SPAN / 3)), r.bound_ns);
+	hgsync_free(s);
+	free(s);
+}
+
+/*
+ * Moving offsets, on ftrace's local clock: with the host's PVCLOCK
+ * records each guest reading goes back to its guest TSC through the
+ * parameters in force, then through the offset in force: exact (a ns of
+ * rounding), the bound only the clamp's (the vCPUs' clocks disagree by
+ * up to 100 ns here).
+ */
+TEST(moving_pvclock_exact)
+{
+	struct scen sc = { .vm_pid = VM_PID, .moving = 1 };
+	struct hgsync *s = calloc(1, sizeof(*s));
+	struct hgsync_result r;
+	uint64_t worst = 0;
+	unsigned int n = 0, exact = 0;
+
+	ASSERT_NE(NULL, s);
+	ASSERT_EQ(0, load_scen(s, &sc, 0));
+	EXPECT_EQ(1, s->guests[0].pv_known);
+	EXPECT_EQ(MV_SCHED_OFF, s->guests[0].pv_sched_offset);
+	/* Every snapshot but the two from before the first record matched. */
+	EXPECT_EQ(2 * MV_NR + 2, s->guests[0].pv_checked);
+	EXPECT_EQ(2 * MV_NR, s->guests[0].pv_agree);
+	EXPECT_GE(200, s->guests[0].pv_clamp_ns);
+	rng_seed(32);
+	for (unsigned int i = 0; i < 4000; i++) {
+		int c = i & 1;
+		uint64_t h = T0 + 20000 + rnd_range(0, MV_NR * MV_DT);
+		const struct mv_epoch *e = mv_at(c, h);
+		uint64_t gns, e_ns;
+
+		/* The vCPU does not run between its offset change and update. */
+		if (h < e->host_tsc + 100 || (e < &mv[c][MV_NR] && h + 600 > e[1].host_tsc))
+			continue;
+		gns = hgclock_conv_apply(&e->conv, h + e->offset);
+		ASSERT_EQ(0, hgsync_to_host(s, 0, c, HGSYNC_CLOCK_SCHED, gns, &r))
+			TH_LOG("vcpu %d h %llu", c, (unsigned long long)h);
+		ASSERT_EQ(HGCOR_METHOD_KVM_EXACT, r.method);
+		e_ns = absdiff(r.host_value, hgclock_conv_apply(&hconv, h));
+		ASSERT_LE(e_ns, r.bound_ns) TH_LOG("vcpu %d h %llu: error %llu ns", c,
+						   (unsigned long long)h, (unsigned long long)e_ns);
+		ASSERT_GE(300, r.bound_ns);
+		/*
+		 * Exact but where kvm-clock stepped back at an update: those
+		 * values were read under both parameter sets (a real guest
+		 * clamps them), and the bound covers the step.
+		 */
+		if (e_ns <= 1)
+			exact++;
+		n++;
+		if (e_ns > worst)
+			worst = e_ns;
+		/* And on x86-tsc: KVM's offsets alone. */
+		ASSERT_EQ(0, hgsync_to_host(s, 0, c, HGSYNC_CLOCK_TSC, h + e->offset, &r));
+		ASSERT_EQ(h, r.host_value);
+	}
+	TH_LOG("%u of %u exact, worst error %llu ns", exact, n, (unsigned long long)worst);
+	ASSERT_LE(n * 99, exact * 100);
+	hgsync_free(s);
+	free(s);
+}
+
+TEST(moving_without_pvclock_records)
+{
+	struct scen sc = { .vm_pid = VM_PID, .moving = 1, .moving_no_pvclock = 1 };
+	struct hgsync *s = calloc(1, sizeof(*s));
+	struct hgsync_result r;
+	const struct mv_epoch *e;
+
+	ASSERT_NE(NULL, s);
+	ASSERT_EQ(0, load_scen(s, &sc, 0));
+	EXPECT_EQ(0, s->guests[0].pv_known);
+	e = mv_at(0, T0 + 10 * MV_DT + 5000);
+	/* The guest's parameters lack the stable bit: nothing exact. */
+	EXPECT_NE(0, hgsync_to_host_by(s, 0, 0, HGSYNC_CLOCK_SCHED,
+				       hgclock_conv_apply(&e->conv, T0 + 10 * MV_DT + 5000 + e->offset),
+				       HGCOR_METHOD_KVM_EXACT, &r));
+	hgsync_free(s);
+	free(s);
+}
+
+TEST(moving_sched_offset_from_snapshots)
+{
+	/* Snapshots 1000 ns off: the guest's constant follows them. */
+	struct scen sc = { .vm_pid = VM_PID, .moving = 1, .moving_snap_skew = 1000 };
+	struct hgsync *s = calloc(1, sizeof(*s));
+	struct hgsync_result r;
+	uint64_t h = T0 + 33 * MV_DT + 4000;
+	const struct mv_epoch *e;
+
+	ASSERT_NE(NULL, s);
+	ASSERT_EQ(0, load_scen(s, &sc, 0));
+	ASSERT_EQ(1, s->guests[0].pv_known);
+	EXPECT_EQ(MV_SCHED_OFF - 1000, s->guests[0].pv_sched_offset);
+	e = mv_at(0, h);
+	ASSERT_EQ(0, hgsync_to_host(s, 0, 0, HGSYNC_CLOCK_SCHED,
+				    hgclock_conv_apply(&e->conv, h + e->offset) + 1000, &r));
+	EXPECT_GE(1, absdiff(r.host_value, hgclock_conv_apply(&hconv, h)));
+	hgsync_free(s);
+	memset(s, 0, sizeof(*s));
+	/* Another VM's records: no snapshot matches, nothing known. */
+	sc.vm_pid = 999;
+	ASSERT_EQ(0, load_scen(s, &sc, 0));
+	EXPECT_EQ(0, s->guests[0].pv_known);
+	EXPECT_EQ(0, s->guests[0].pv_agree);
+	hgsync_free(s);
+	free(s);
+}
+
 TEST(file_without_end)
 {
 	struct scen sc = { .vm_pid = VM_PID, .no_end = 1 };
@@ -1115,6 +1523,11 @@ TEST(names)
 {
 	EXPECT_STREQ("kvm-exact", hgsync_method_name(HGCOR_METHOD_KVM_EXACT));
 	EXPECT_STREQ("probe", hgsync_method_name(HGCOR_METHOD_PROBE));
+	EXPECT_STREQ("exit", hgsync_method_name(HGCOR_METHOD_EXIT));
+	EXPECT_EQ(HGCOR_METHOD_EXIT, hgsync_method_parse("exit"));
+	EXPECT_EQ(HGCOR_METHOD_KVM_EXACT, hgsync_method_parse("kvm"));
+	EXPECT_EQ(0, hgsync_method_parse("auto"));
+	EXPECT_EQ(-1, hgsync_method_parse("ptp"));
 	EXPECT_STREQ("none", hgsync_method_name(0));
 	EXPECT_STREQ("x86-tsc", hgsync_clock_name(HGSYNC_CLOCK_TSC));
 	EXPECT_STREQ("local", hgsync_clock_name(HGSYNC_CLOCK_SCHED));

@@ -26,7 +26,7 @@
 #define HGCLOCK_DEVICE_NAME	"hgclock"
 
 #define HGCLOCK_ABI_MAJOR	1
-#define HGCLOCK_ABI_MINOR	0
+#define HGCLOCK_ABI_MINOR	1	/* 1.1: exit pairing */
 
 /* Feature bits reported in hgclock_info.features. */
 #define HGCLOCK_FEAT_READ_CLOCK		(1ULL << 0)	/* HGCLOCK_IOC_READ_CLOCK */
@@ -35,6 +35,9 @@
 #define HGCLOCK_FEAT_USER_CLOCK		(1ULL << 3)	/* per-CPU conversion in meta page */
 #define HGCLOCK_FEAT_TRACK		(1ULL << 4)	/* thread tracking, TRACK/LIST_VCPUS */
 #define HGCLOCK_FEAT_KVM_TRACK		(1ULL << 5)	/* attached to KVM's tracepoints now */
+#define HGCLOCK_FEAT_EXIT_PAIR		(1ULL << 6)	/* guest: HGCLOCK_IOC_EXIT_PAIR works */
+#define HGCLOCK_FEAT_EXIT_TRACK		(1ULL << 7)	/* host: EXIT_HOST records (kvm_cpuid) */
+#define HGCLOCK_FEAT_PVCLOCK_TRACK	(1ULL << 8)	/* host: PVCLOCK records */
 
 /* Bits of hgclock_info.clock_flags. */
 #define HGCLOCK_CLK_TSC_UNSTABLE	(1U << 0) /* kernel marked the TSC unstable */
@@ -292,6 +295,7 @@ struct hgclock_consumer {
 #define HGCLOCK_REC_LOST	1	/* struct hgclock_rec_lost */
 #define HGCLOCK_REC_CYC2NS	2	/* struct hgclock_rec_cyc2ns */
 #define HGCLOCK_REC_TEST	3	/* struct hgclock_rec_test */
+#define HGCLOCK_REC_EXIT_PAIR	4	/* struct hgclock_rec_exit_pair (guest) */
 /* 16..31: thread and vCPU tracking records (host side, tracking.rst) */
 #define HGCLOCK_REC_VCPU_SEEN	16	/* struct hgclock_rec_vcpu_seen */
 #define HGCLOCK_REC_VCPU_RUN	17	/* struct hgclock_rec_vcpu: starts running here */
@@ -299,6 +303,8 @@ struct hgclock_consumer {
 #define HGCLOCK_REC_VCPU_MIGRATE 19	/* struct hgclock_rec_vcpu_migrate */
 #define HGCLOCK_REC_VCPU_EXIT	20	/* struct hgclock_rec_vcpu: thread exited/untracked */
 #define HGCLOCK_REC_TSC_OFFSET	21	/* struct hgclock_rec_tsc_offset */
+#define HGCLOCK_REC_EXIT_HOST	22	/* struct hgclock_rec_exit_host */
+#define HGCLOCK_REC_PVCLOCK	23	/* struct hgclock_rec_pvclock */
 #define HGCLOCK_REC_MAX		31
 
 /**
@@ -406,6 +412,115 @@ struct hgclock_ring_config {
 	__u64 watermark;
 	__u64 snapshot_period_ns;
 	__u64 reserved[4];
+};
+
+/*
+ * Exit pairing (Documentation/sync.rst, "exit pairing").  A guest reads
+ * its clocks, executes CPUID with EAX = HGCLOCK_PAIR_LEAF(key) and
+ * ECX = seq, and reads its clocks again; the instruction always exits to
+ * KVM, whose kvm_cpuid tracepoint the host module probes, recording its
+ * own clocks there.  The host reading lies between the guest's two.
+ */
+#define HGCLOCK_PAIR_LEAF_BASE		0x48470000U	/* "HG" in the top half */
+#define HGCLOCK_PAIR_LEAF_MASK		0xffff0000U
+#define HGCLOCK_PAIR_LEAF(key)		(HGCLOCK_PAIR_LEAF_BASE | ((key) & 0xffffU))
+
+/**
+ * struct hgclock_rec_exit_pair - a guest's side of one exit pairing
+ * @hdr: common header, written after the pairing (hdr.cpu: where it ran).
+ * @seq: ECX of the CPUID: this boot's count of pairings, from 1.
+ * @key: the low half of its EAX, random per module load.
+ * @tsc_before: TSC (ordered), first.
+ * @sched_clock_before_ns: trace_clock_local() after @tsc_before.
+ * @sched_clock_after_ns: trace_clock_local() after the CPUID.
+ * @tsc_after: TSC (ordered) last.
+ *
+ * Interrupts are off throughout: nothing but the exit lies between the
+ * readings.
+ */
+struct hgclock_rec_exit_pair {
+	struct hgclock_rec_header hdr;
+	__u32 seq;
+	__u32 key;
+	__u64 tsc_before;
+	__u64 sched_clock_before_ns;
+	__u64 sched_clock_after_ns;
+	__u64 tsc_after;
+};
+
+/**
+ * struct hgclock_rec_exit_host - the host's side of one exit pairing
+ * @hdr: common header, written in the kvm_cpuid tracepoint, in the vCPU
+ *	thread between the exit and the next entry: hdr.tsc and
+ *	hdr.sched_clock_ns are the host's readings, hdr.cpu its CPU.
+ * @tid: the vCPU thread.
+ * @vm_pid: see struct hgclock_rec_vcpu.
+ * @vcpu_id: KVM vcpu_id.
+ * @seq: ECX of the CPUID.
+ * @key: the low half of its EAX.
+ * @reserved: zero.
+ */
+struct hgclock_rec_exit_host {
+	struct hgclock_rec_header hdr;
+	__s32 tid;
+	__s32 vm_pid;
+	__s32 vcpu_id;
+	__u32 seq;
+	__u32 key;
+	__u32 reserved;
+};
+
+/**
+ * struct hgclock_rec_pvclock - KVM wrote a vCPU's kvm-clock parameters
+ * @hdr: common header, written in the kvm_pvclock_update tracepoint in
+ *	the vCPU thread, after the guest's page was written and before the
+ *	vCPU enters again: from then on the guest reads these parameters.
+ * @tid: the vCPU thread.
+ * @vm_pid: see struct hgclock_rec_vcpu.
+ * @vcpu_id: KVM vcpu_id.
+ * @version: the page's version (even).
+ * @tsc_timestamp: guest TSC the parameters start from.
+ * @system_time: kvm-clock ns at @tsc_timestamp.
+ * @tsc_to_system_mul: 32.32 multiplier of the (shifted) TSC delta.
+ * @tsc_shift: shift of the TSC delta before multiplying (left if > 0).
+ * @flags: PVCLOCK_* (bit 0: TSC_STABLE).
+ * @reserved: zero.
+ *
+ * The guest's kvm-clock: system_time + ((tsc - tsc_timestamp) << tsc_shift)
+ * * tsc_to_system_mul >> 32; its sched_clock that minus a constant of the
+ * guest (kvm_sched_clock_offset).
+ */
+struct hgclock_rec_pvclock {
+	struct hgclock_rec_header hdr;
+	__s32 tid;
+	__s32 vm_pid;
+	__s32 vcpu_id;
+	__u32 version;
+	__u64 tsc_timestamp;
+	__u64 system_time;
+	__u32 tsc_to_system_mul;
+	__s8 tsc_shift;
+	__u8 flags;
+	__u16 reserved;
+};
+
+/**
+ * struct hgclock_exit_pair - HGCLOCK_IOC_EXIT_PAIR argument (guest)
+ * @size: sizeof(struct hgclock_exit_pair).
+ * @flags: 0 (calling CPU), HGCLOCK_READ_CPU or HGCLOCK_READ_ALL_CPUS.
+ * @cpu: with HGCLOCK_READ_CPU, the CPU (online); else zero.
+ * @nr_written: out: EXIT_PAIR records the rings took.
+ * @reserved: zero.
+ *
+ * Runs an exit pairing on the CPU(s) and writes an EXIT_PAIR record for
+ * each into that CPU's ring.  ENODEV without a hypervisor.
+ */
+struct hgclock_exit_pair {
+	__u32 size;
+	__u32 flags;
+	__u32 cpu;
+	__u32 nr_written;
+	__u64 reserved[2];
 };
 
 /* hgclock_snapshot.flags */
@@ -638,5 +753,6 @@ struct hgclock_list_vcpus {
 #define HGCLOCK_IOC_PRODUCE	_IOWR(HGCLOCK_IOC_MAGIC, 0x05, struct hgclock_produce)
 #define HGCLOCK_IOC_TRACK	_IOW(HGCLOCK_IOC_MAGIC, 0x06, struct hgclock_track)
 #define HGCLOCK_IOC_LIST_VCPUS	_IOWR(HGCLOCK_IOC_MAGIC, 0x07, struct hgclock_list_vcpus)
+#define HGCLOCK_IOC_EXIT_PAIR	_IOWR(HGCLOCK_IOC_MAGIC, 0x08, struct hgclock_exit_pair)
 
 #endif /* _UAPI_LINUX_HGCLOCK_H */
