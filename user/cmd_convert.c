@@ -63,7 +63,7 @@ static void convert_usage(FILE *out)
 {
 	fprintf(out,
 		"usage: hgclock convert FILE [--guest ID] [--vcpu N] [--clock CLOCK] [--json]\n"
-		"                       [--method auto|kvm-exact|probe] [--recompute] [VALUE...]\n"
+		"                       [--method auto|kvm-exact|exit|probe] [--recompute] [VALUE...]\n"
 		"Converts guest clock VALUEs (read on vCPU N of guest ID, default 0 and 0)\n"
 		"to the host's same clock with the mapping in FILE.  CLOCK: local (ftrace's\n"
 		"default, sched_clock; the default), perf (local_clock) or x86-tsc.\n"

@@ -10,9 +10,16 @@
  * host time must come before its marker's host event, by no more than the
  * exit's latency.  That checks a merged timeline independently of how it
  * was computed.  No privilege is needed beyond reading /dev/hgclock.
+ *
+ * Without an exact conversion (kvm-clock lacking the stable bit) the
+ * reading comes from the READ_CLOCK ioctl, between two TSC reads (tsc,
+ * tsc_after), and a CYC2NS snapshot of this CPU goes into the ring right
+ * before it: the kvm-clock parameters the reading was taken under, for a
+ * checker to place it on the TSC.
  */
 #include <errno.h>
 #include <getopt.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <cpuid.h>
@@ -49,7 +56,7 @@ int cmd_mark(int argc, char **argv)
 	uint64_t count = 1, interval_ms = 10, first = 0;
 	struct hgclock_map map;
 	bool json = false, mapped;
-	int c, fd, status = HGCLOCK_EXIT_OK;
+	int c, fd, status = HGCLOCK_EXIT_OK, snap_first = 1;
 
 	while ((c = getopt_long(argc, argv, "n:i:f:jh", opts, NULL)) != -1) {
 		switch (c) {
@@ -94,7 +101,10 @@ int cmd_mark(int argc, char **argv)
 		struct hgclock_now now;
 		int used_ioctl, ret;
 
+		if (snap_first)
+			hgclock_snapshot(fd, sched_getcpu());
 		ret = hgclock_now(fd, mapped ? &map : NULL, &now, &used_ioctl);
+		snap_first = used_ioctl;
 		/* Nothing between the reading and the exit but this CPUID. */
 		if (!ret) {
 			unsigned int a, b, cx, d;
@@ -108,9 +118,10 @@ int cmd_mark(int argc, char **argv)
 			break;
 		}
 		if (json)
-			printf("{\"seq\": %llu, \"cpu\": %u, \"tsc\": %llu, \"sched_clock_ns\": %llu,"
-			       " \"local_clock_ns\": %llu, \"exact\": %s}\n", (unsigned long long)i,
-			       now.cpu, (unsigned long long)now.tsc,
+			printf("{\"seq\": %llu, \"cpu\": %u, \"tsc\": %llu, \"tsc_after\": %llu,"
+			       " \"sched_clock_ns\": %llu, \"local_clock_ns\": %llu, \"exact\": %s}\n",
+			       (unsigned long long)i, now.cpu, (unsigned long long)now.tsc,
+			       (unsigned long long)now.tsc_after,
 			       (unsigned long long)now.sched_clock_ns,
 			       (unsigned long long)now.local_clock_ns, used_ioctl ? "false" : "true");
 		else

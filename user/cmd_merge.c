@@ -25,7 +25,7 @@ static void merge_usage(FILE *out)
 	fprintf(out,
 		"usage: hgclock merge CORR [HOST.dat [GUEST.dat...]] [--host FILE]\n"
 		"                     [--guest [ID=]FILE]... [-o FILE] [--json FILE] [--no-text]\n"
-		"                     [--method auto|kvm-exact|probe] [--recompute] [--threads N]\n"
+		"                     [--method auto|kvm-exact|exit|probe] [--recompute] [--threads N]\n"
 		"                     [--progress|--no-progress] [--quiet]\n"
 		"Merges trace-cmd trace.dat files of a host and its guests into one timeline\n"
 		"in the host's clock, with the mapping in the correlation file CORR (from\n"

@@ -563,27 +563,40 @@ static int write_segments(struct hgcor_writer *w, const char *path)
 	total = 0;
 	for (unsigned int i = 0; i < s.nr_guests; i++) {
 		const struct hgsync_guest *g = &s.guests[i];
-		unsigned int kvm = 0, probe = 0;
-		uint64_t best = UINT64_MAX;
+		unsigned int n[HGCOR_METHOD_EXIT + 1] = { 0 };
+		uint64_t best[HGCOR_METHOD_EXIT + 1];
 
 		memcpy(all + total, g->segs, g->nr_segs * sizeof(*all));
 		total += g->nr_segs;
+		for (int m = 0; m <= HGCOR_METHOD_EXIT; m++)
+			best[m] = UINT64_MAX;
 		for (size_t j = 0; j < g->nr_segs; j++) {
-			if (g->segs[j].method == HGCOR_METHOD_KVM_EXACT) {
-				kvm++;
-			} else {
-				probe++;
-				if (g->segs[j].clock == HGCOR_CLOCK_SCHED && g->segs[j].bound_ns < best)
-					best = g->segs[j].bound_ns;
-			}
+			uint32_t m = g->segs[j].method;
+
+			if (m > HGCOR_METHOD_EXIT)
+				continue;
+			n[m]++;
+			if (g->segs[j].clock == HGCOR_CLOCK_SCHED && g->segs[j].bound_ns < best[m])
+				best[m] = g->segs[j].bound_ns;
 		}
 		if (!g->present)
 			continue;
 		fprintf(stderr, "hgclock record: guest %u: %u kvm-exact segments (%llu of %llu "
-			"probes agree), %u probe segments", i, kvm,
-			(unsigned long long)g->kvm_agree, (unsigned long long)g->kvm_checked, probe);
-		if (best != UINT64_MAX)
-			fprintf(stderr, ", probe bound %llu ns", (unsigned long long)best);
+			"probes and pairings agree), %u exit-pairing segments, %u probe segments",
+			i, n[HGCOR_METHOD_KVM_EXACT], (unsigned long long)g->kvm_agree,
+			(unsigned long long)g->kvm_checked, n[HGCOR_METHOD_EXIT],
+			n[HGCOR_METHOD_PROBE]);
+		if (best[HGCOR_METHOD_EXIT] != UINT64_MAX)
+			fprintf(stderr, ", exit bound %llu ns",
+				(unsigned long long)best[HGCOR_METHOD_EXIT]);
+		if (best[HGCOR_METHOD_PROBE] != UINT64_MAX)
+			fprintf(stderr, ", probe bound %llu ns",
+				(unsigned long long)best[HGCOR_METHOD_PROBE]);
+		if (g->pv_known)
+			fprintf(stderr, "; kvm-clock from %llu of %llu snapshots' parameters, "
+				"clamp bound %llu ns", (unsigned long long)g->pv_agree,
+				(unsigned long long)g->pv_checked,
+				(unsigned long long)g->pv_clamp_ns);
 		fputc('\n', stderr);
 	}
 	ret = hgcor_write_section(w, HGCOR_SEC_SEGMENTS, HGCOR_SEC_OPTIONAL, all,

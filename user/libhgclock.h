@@ -134,6 +134,7 @@ uint64_t hgclock_conv_apply(const struct hgclock_conversion *conv, uint64_t tsc)
 /**
  * struct hgclock_now - one zero-syscall reading
  * @tsc: the TSC read (rdtscp).
+ * @tsc_after: a TSC read after both clocks (the ioctl's), else @tsc.
  * @sched_clock_ns: ftrace "local" clock at @tsc.
  * @local_clock_ns: ftrace "perf" clock at @tsc, when @has_local.
  * @cpu: the CPU @tsc was read on.
@@ -142,6 +143,7 @@ uint64_t hgclock_conv_apply(const struct hgclock_conversion *conv, uint64_t tsc)
  */
 struct hgclock_now {
 	uint64_t tsc;
+	uint64_t tsc_after;
 	uint64_t sched_clock_ns;
 	uint64_t local_clock_ns;
 	unsigned int cpu;

@@ -128,6 +128,20 @@ void hg_print_record(const struct hgclock_rec_header *h, bool json, const char *
 		F("key", "%u", r->key);
 		break;
 	}
+	case HGCLOCK_REC_PVCLOCK: {
+		const struct hgclock_rec_pvclock *r = (const void *)h;
+
+		F("tid", "%d", r->tid);
+		F("vm_pid", "%d", r->vm_pid);
+		F("vcpu_id", "%d", r->vcpu_id);
+		F("version", "%u", r->version);
+		F("tsc_timestamp", "%" PRIu64, (uint64_t)r->tsc_timestamp);
+		F("system_time", "%" PRIu64, (uint64_t)r->system_time);
+		F("tsc_to_system_mul", "%u", r->tsc_to_system_mul);
+		F("tsc_shift", "%d", r->tsc_shift);
+		F("pvclock_flags", "%u", r->flags);
+		break;
+	}
 	default:
 		F("size", "%u", h->size);
 		break;

@@ -198,6 +198,8 @@ const char *hgclock_rec_name(unsigned int type)
 		return "exit_pair";
 	case HGCLOCK_REC_EXIT_HOST:
 		return "exit_host";
+	case HGCLOCK_REC_PVCLOCK:
+		return "pvclock";
 	default:
 		return "unknown";
 	}
@@ -226,6 +228,8 @@ size_t hgclock_rec_min_size(unsigned int type)
 		return sizeof(struct hgclock_rec_tsc_offset);
 	case HGCLOCK_REC_EXIT_HOST:
 		return sizeof(struct hgclock_rec_exit_host);
+	case HGCLOCK_REC_PVCLOCK:
+		return sizeof(struct hgclock_rec_pvclock);
 	default:
 		return sizeof(struct hgclock_rec_header);
 	}

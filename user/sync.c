@@ -404,8 +404,11 @@ static int host_rec(const void *rec, size_t size, void *ctx)
 		v = vcpu_for(s, r.vm_pid, r.vcpu_id);
 		if (!v)
 			return -ENOMEM;
-		pv = (struct hgsync_pvclock){ r.hdr.tsc, r.tsc_timestamp, r.system_time,
-					      r.tsc_to_system_mul, r.tsc_shift, 0 };
+		pv = (struct hgsync_pvclock){
+			.host_tsc = r.hdr.tsc, .tsc_timestamp = r.tsc_timestamp,
+			.system_time = r.system_time, .mul = r.tsc_to_system_mul,
+			.shift = r.tsc_shift,
+		};
 		return PUSH(v->pv, v->nr_pv, v->cap_pv, pv);
 	}
 	case HGCLOCK_REC_EXIT_HOST: {
@@ -795,6 +798,74 @@ static const struct hgsync_pvclock *pv_find(const struct hgsync_vcpu *v,
 }
 
 /*
+ * vCPU @cpu's kvm-clock at host TSC @t before its first record: under the
+ * parameters its first snapshot read.  0, or -ENOENT.
+ */
+static int pv_value_pre(const struct hgsync_guest *g, const struct hgsync_vcpu *w,
+			unsigned int cpu, uint64_t t, uint64_t *ns)
+{
+	const struct hgclock_conversion *c;
+	struct hgsync_offset o;
+
+	if (cpu >= g->nr_cpus || !g->convs[cpu].n)
+		return -ENOENT;
+	c = &g->convs[cpu].v[0].conv;
+	if (!(c->flags & HGCLOCK_CONV_PVCLOCK))
+		return -ENOENT;
+	/*
+	 * The offset those parameters were computed with: the one whose span
+	 * holds the host TSC of their tsc_timestamp (KVM wrote them then).
+	 */
+	for (ssize_t k = -1; ; k++) {
+		uint64_t lo = k < 0 ? 0 : w->off[k].host_tsc, h;
+		uint64_t hi = k + 1 < (ssize_t)w->nr_off ? w->off[k + 1].host_tsc : UINT64_MAX;
+
+		if (k >= (ssize_t)w->nr_off || lo > t)
+			return -ENOENT;
+		if (offset_at(w, k < 0 ? 0 : lo, &o))
+			continue;
+		h = hgsync_kvm_host_tsc(c->tsc_base, o.tsc_offset, o.tsc_ratio, o.tsc_frac_bits);
+		if (h >= lo && h < hi)
+			break;
+	}
+	*ns = hgclock_conv_apply(c, hgsync_kvm_guest_tsc(t, o.tsc_offset, o.tsc_ratio,
+							 o.tsc_frac_bits));
+	return 0;
+}
+
+/*
+ * The largest kvm-clock value any vCPU of @g reached by host TSC @t
+ * (records and offsets in force then, and the ends of earlier records),
+ * minus @raw, vCPU @cpu's own value then under its record @q: how far
+ * pvclock's clamp can lift @cpu's readings at @t.  0 when none leads.
+ */
+static uint64_t pv_lead(const struct hgsync *s, const struct hgsync_guest *g, unsigned int cpu,
+			const struct hgsync_pvclock *q, uint64_t t, uint64_t raw)
+{
+	uint64_t top = q->reach_prev;
+
+	for (unsigned int u = 0; u < g->nr_cpus; u++) {
+		const struct hgsync_vcpu *w = vcpu_find(s, g->vm.vm_pid, (int)u);
+		const struct hgsync_pvclock *r;
+		uint64_t val;
+
+		if (u == cpu || !w)
+			continue;
+		r = pv_at(w, t);
+		if (!r) {
+			if (!pv_value_pre(g, w, u, t, &val) && val > top)
+				top = val;
+			continue;
+		}
+		if (r->reach_prev > top)
+			top = r->reach_prev;
+		if (!pv_reached(s, g, w, r, t, &val) && val > top)
+			top = val;
+	}
+	return top > raw ? top - raw : 0;
+}
+
+/*
  * With the host's PVCLOCK records a guest's kvm-clock is known at every
  * instant, stable TSC or not: the guest computes system_time + scaled
  * (tsc - tsc_timestamp) from the parameters KVM last wrote, minus its
@@ -846,27 +917,63 @@ static void pv_setup(const struct hgsync *s, struct hgsync_guest *g)
 	if (!have || g->pv_agree * 10 < g->pv_checked * 9)
 		return;
 	g->pv_known = 1;
+	/* Each record's start, the end its clock reached, and the ends before. */
+	for (unsigned int c = 0; c < g->nr_cpus; c++) {
+		struct hgsync_vcpu *v = (struct hgsync_vcpu *)vcpu_find(s, g->vm.vm_pid, (int)c);
+		uint64_t ends = 0;
+
+		/* Where the snapshot's parameters had got to by the first record. */
+		if (v && v->nr_pv && pv_value_pre(g, v, c, v->pv[0].host_tsc, &ends))
+			ends = 0;
+		for (size_t i = 0; v && i < v->nr_pv; i++) {
+			struct hgsync_pvclock *q = &v->pv[i];
+
+			if (pv_value_at(g, v, q, q->host_tsc, q->host_tsc, &q->start_ns))
+				q->start_ns = i ? v->pv[i - 1].start_ns : 0;
+			q->end_ns = q->start_ns;
+			if (i + 1 < v->nr_pv && !pv_reached(s, g, v, q, v->pv[i + 1].host_tsc, &q->end_ns) &&
+			    q->end_ns < q->start_ns)
+				q->end_ns = q->start_ns;
+			q->reach_prev = ends;
+			if (q->end_ns > ends)
+				ends = q->end_ns;
+		}
+	}
+	/* Each record's clamp bound: the largest lead over it while in force. */
 	for (unsigned int c = 0; c < g->nr_cpus; c++) {
 		struct hgsync_vcpu *v = (struct hgsync_vcpu *)vcpu_find(s, g->vm.vm_pid, (int)c);
 
 		for (size_t i = 0; v && i < v->nr_pv; i++) {
 			struct hgsync_pvclock *q = &v->pv[i];
-			uint64_t before;
+			uint64_t end = i + 1 < v->nr_pv ? v->pv[i + 1].host_tsc : q->host_tsc;
 
-			if (pv_value_at(g, v, q, q->host_tsc, q->host_tsc, &q->start_ns)) {
-				q->start_ns = i ? v->pv[i - 1].start_ns : 0;
-				continue;
-			}
-			/* Where this vCPU's clock had got to (a step back?), and the others'. */
-			for (unsigned int u = 0; u < g->nr_cpus; u++) {
-				const struct hgsync_vcpu *w = u == c ? v : vcpu_find(s, g->vm.vm_pid, (int)u);
+			q->clamp_ns = pv_lead(s, g, c, q, q->host_tsc, q->start_ns);
+			if (end != q->host_tsc) {
+				uint64_t l = pv_lead(s, g, c, q, end, q->end_ns);
 
-				p = !w ? NULL : w == v ? (i ? q - 1 : NULL) : pv_at(w, q->host_tsc);
-				if (!p || pv_reached(s, g, w, p, q->host_tsc, &before))
-					continue;
-				if (before > q->start_ns && before - q->start_ns > g->pv_clamp_ns)
-					g->pv_clamp_ns = before - q->start_ns;
+				if (l > q->clamp_ns)
+					q->clamp_ns = l;
 			}
+			/* The other vCPUs' updates while this record was in force. */
+			for (unsigned int u = 0; u < g->nr_cpus && end != q->host_tsc; u++) {
+				const struct hgsync_vcpu *w = vcpu_find(s, g->vm.vm_pid, (int)u);
+				const struct hgsync_pvclock *r;
+
+				if (!w || w == v || !(r = pv_at(w, q->host_tsc)))
+					r = w && w != v && w->nr_pv ? &w->pv[0] : NULL;
+				for (; r && r < w->pv + w->nr_pv && r->host_tsc < end; r++) {
+					uint64_t raw, l;
+
+					if (r->host_tsc <= q->host_tsc ||
+					    pv_reached(s, g, v, q, r->host_tsc, &raw))
+						continue;
+					l = pv_lead(s, g, c, q, r->host_tsc, raw);
+					if (l > q->clamp_ns)
+						q->clamp_ns = l;
+				}
+			}
+			if (q->clamp_ns > g->pv_clamp_ns)
+				g->pv_clamp_ns = q->clamp_ns;
 		}
 	}
 }
@@ -881,7 +988,7 @@ static void pv_setup(const struct hgsync *s, struct hgsync_guest *g)
  */
 static int pv_to_host_tsc(const struct hgsync *s, const struct hgsync_guest *g, int vcpu,
 			  uint64_t guest_ns, uint64_t *guest_tsc, uint64_t *host_tsc,
-			  struct hgclock_conversion *conv)
+			  struct hgclock_conversion *conv, uint64_t *clamp_ns)
 {
 	const struct hgsync_vcpu *v;
 	size_t lo = 0, hi, i;
@@ -903,6 +1010,7 @@ static int pv_to_host_tsc(const struct hgsync *s, const struct hgsync_guest *g, 
 	if (lo) {
 		i = lo - 1;
 		*conv = pv_conv(g, &v->pv[i]);
+		*clamp_ns = v->pv[i].clamp_ns;
 		span_lo = v->pv[i].host_tsc;
 		span_hi = i + 1 < v->nr_pv ? v->pv[i + 1].host_tsc : UINT64_MAX;
 	} else {
@@ -911,6 +1019,7 @@ static int pv_to_host_tsc(const struct hgsync *s, const struct hgsync_guest *g, 
 		    !(g->convs[vcpu].v[0].conv.flags & HGCLOCK_CONV_PVCLOCK))
 			return -ENOENT;
 		*conv = g->convs[vcpu].v[0].conv;
+		*clamp_ns = g->pv_clamp_ns;	/* no record of its own: the largest */
 		span_lo = 0;
 		span_hi = v->pv[0].host_tsc;
 	}
@@ -1629,9 +1738,8 @@ static int to_host_kvm(const struct hgsync *s, const struct hgsync_guest *g, int
 		}
 		gb = conv_bound(&gc->conv);
 		if (gb == HGSYNC_NO_BOUND && g->pv_known &&
-		    !pv_to_host_tsc(s, g, vcpu, guest_value, &guest_tsc, &host_tsc, &pvc)) {
+		    !pv_to_host_tsc(s, g, vcpu, guest_value, &guest_tsc, &host_tsc, &pvc, &gb)) {
 			/* kvm-clock without the stable bit: KVM's own parameters. */
-			gb = g->pv_clamp_ns;
 			gconv = &pvc;
 		} else if (gb == HGSYNC_NO_BOUND) {
 			return -ENODATA;

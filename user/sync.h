@@ -65,6 +65,9 @@ struct hgsync_pvclock {
 	uint32_t mul;
 	int32_t shift;
 	uint64_t start_ns;	/* guest sched_clock at @host_tsc (pv_setup()) */
+	uint64_t end_ns;	/* ... where it got to by the next record */
+	uint64_t reach_prev;	/* the largest end_ns of the records before */
+	uint64_t clamp_ns;	/* bound of pvclock's clamp while in force */
 };
 
 /* A host vCPU thread, from the host's tracking records. */

@@ -78,6 +78,7 @@ int hgclock_now_user(const struct hgclock_map *map, struct hgclock_now *now)
 		if (!(conv.flags & HGCLOCK_CONV_EXACT))
 			return -ENODATA;
 		now->tsc = tsc;
+		now->tsc_after = tsc;
 		now->cpu = cpu;
 		now->conv_flags = conv.flags;
 		now->sched_clock_ns = hgclock_conv_apply(&conv, tsc);
@@ -107,6 +108,7 @@ int hgclock_now(int fd, const struct hgclock_map *map, struct hgclock_now *now,
 	*used_ioctl = 1;
 	memset(now, 0, sizeof(*now));
 	now->tsc = s.tsc_before;
+	now->tsc_after = s.tsc_after;
 	now->sched_clock_ns = s.sched_clock_ns;
 	now->local_clock_ns = s.local_clock_ns;
 	now->has_local = 1;

@@ -751,7 +751,7 @@ static struct mv_epoch mv[2][MV_NR + 1];
 
 static uint64_t mv_kvmclock(uint64_t h)
 {
-	return MV_K0 + (uint64_t)(((__uint128_t)(h - T0) * MV_MUL) >> 32);
+	return MV_K0 + (uint64_t)(int64_t)(((__int128)(int64_t)(h - T0) * MV_MUL) >> 32);
 }
 
 static void mv_init(void)

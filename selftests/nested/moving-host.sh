@@ -1,0 +1,65 @@
+# Host side of the moving-offsets scenario (tools/vm/nested HOST_SCRIPT),
+# sourced by tools/vm/nested-host in a host VM booted with tsc=unstable:
+# KVM re-bases the guest's TSC offsets at every vCPU load and rewrites
+# its kvm-clock parameters each time.  hgclock records with the guest's
+# agent while the guest places markers; the host traces KVM's offset
+# writes and the markers' CPUID exits on its TSC (the ground truth).
+# Prints TAP lines; returns non-zero on any failure.
+tool=$HGCLOCK_TOOL
+check=$(dirname "$HGCLOCK_TOOL")/../../selftests/nested/check_track.py
+out=$(dirname "$HGCLOCK_GUEST_CONSOLE")
+if insmod "$HGCLOCK_KO"; then tap ok nested_moving.insmod; else tap not-ok nested_moving.insmod; return 1; fi
+guest_start || { tap not-ok nested_moving.guest_start; return 1; }
+if guest_wait GUEST-WAITING 300 >/dev/null; then
+	tap ok nested_moving.guest_up
+else
+	tap not-ok nested_moving.guest_up "guest never reached its script (infrastructure)"
+	return 125
+fi
+grep -q 'tsc=unstable' /proc/cmdline && grep -q 'unstable' <(dmesg | grep -i 'kvm.*tsc') &&
+	tap ok nested_moving.tsc_unstable || tap not-ok nested_moving.tsc_unstable
+tracefs=/sys/kernel/tracing
+[ -d $tracefs/instances ] || mount -t tracefs nodev $tracefs 2>/dev/null
+truth=$tracefs/instances/hgclock-truth
+mkdir -p $truth && echo x86-tsc >$truth/trace_clock && echo 8192 >$truth/buffer_size_kb &&
+	echo 1 >$truth/events/kvm/kvm_write_tsc_offset/enable &&
+	echo 1 >$truth/events/kvm/kvm_cpuid/enable &&
+	echo 1 >$truth/tracing_on || echo "# cannot trace KVM's offset writes"
+dbg=$(guest_debugfs)
+for v in "$dbg"/vcpu*; do echo "${v##*/vcpu} $(cat "$v/tsc-offset")"; done >"$out/offsets-start"
+"$tool" record -o "$out/moving.hgc" --duration 600 --probe-interval 50 --guest vsock:3 \
+	2>/tmp/moving.err &
+recorder=$!
+sleep 2
+guest_send MARKS
+guest_wait MARKS-DONE 300 >/dev/null
+sleep 1
+kill -INT $recorder
+if wait $recorder; then tap ok nested_moving.record; else tap not-ok nested_moving.record; fi
+sed 's/^/# /' /tmp/moving.err | tail -n 5
+echo 0 >$truth/tracing_on
+cat $truth/trace >"$out/truth.txt"
+echo 0 >$truth/events/kvm/kvm_write_tsc_offset/enable
+echo 0 >$truth/events/kvm/kvm_cpuid/enable
+rmdir $truth 2>/dev/null
+grep -a -o 'MARK {[^}]*}' "$HGCLOCK_GUEST_CONSOLE" | sed 's/^MARK //' >"$out/marks.jsonl"
+"$tool" dump --json "$out/moving.hgc" >/tmp/moving.jsonl 2>/tmp/dump.err
+[ $? -eq 0 ] && tap ok nested_moving.file_complete ||
+	{ tap not-ok nested_moving.file_complete; sed 's/^/# /' /tmp/dump.err; }
+python3 "$check" moving "$tool" "$out/moving.hgc" /tmp/moving.jsonl "$out/marks.jsonl" \
+	"$out/truth.txt" "$out/offsets-start" "$out/moving-results.json"
+rc=$?
+check_moving() { python3 -c "import json,sys; r=json.load(open('$out/moving-results.json')); sys.exit(0 if r.get('$1') else 1)" 2>/dev/null; }
+for t in offsets_moved pvclock_records tsc_exact local_kvm_exact local_within_10ns exit_within_bound \
+	probe_within_bound; do
+	check_moving $t && tap ok nested_moving.$t || tap not-ok nested_moving.$t
+done
+[ $rc -le 1 ] || tap not-ok nested_moving.checker "exit $rc"
+
+guest_send DONE
+guest_wait "guest: done" 120 >/dev/null
+guest_wait "HGCLOCK-GUEST-EXIT:" 120 >/dev/null
+rmmod hgclock && tap ok nested_moving.rmmod || tap not-ok nested_moving.rmmod
+errs=$(dmesg | grep -E 'WARNING:|BUG:|Oops|general protection|lockdep|KASAN|UBSAN|Call Trace')
+[ -z "$errs" ] && tap ok nested_moving.dmesg_clean || { tap not-ok nested_moving.dmesg_clean; echo "$errs" | sed 's/^/# /'; }
+[ $tap_failed -eq 0 ]
