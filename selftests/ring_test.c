@@ -659,6 +659,98 @@ TEST_F(ring, snapshot_bad_input)
 	EXPECT_EQ(EFAULT, errno);
 }
 
+/* Exit pairings: what the guest's half records, per CPU, in order. */
+struct pair_collect {
+	struct hgclock_rec_exit_pair pairs[64];
+	int nr;
+	unsigned int cpu_mismatch;
+};
+
+static int collect_pair(const struct hgclock_rec_header *rec, void *arg)
+{
+	struct pair_collect *c = arg;
+
+	if (rec->type != HGCLOCK_REC_EXIT_PAIR)
+		return 0;
+	if (c->nr < 64)
+		memcpy(&c->pairs[c->nr++], rec, sizeof(c->pairs[0]));
+	return 0;
+}
+
+/*
+ * EXIT_PAIR under the VM's hypervisor (TCG sets the hypervisor bit): a
+ * record per CPU asked, on that CPU's ring, its readings in order around
+ * the CPUID, one sequence number each, the same key.  No KVM here, so no
+ * host half: that is the nested test's.
+ */
+TEST_F(ring, exit_pair_records)
+{
+	struct pair_collect *c = calloc(1, sizeof(*c));
+	int n = ncpus_online(), cpu, i;
+
+	ASSERT_NE(NULL, c);
+	if (!(self->info.features & HGCLOCK_FEAT_EXIT_PAIR)) {
+		EXPECT_EQ(-ENODEV, hgclock_exit_pair(self->fd, -1));
+		free(c);
+		SKIP(return, "no hypervisor: EXIT_PAIR refused with ENODEV, as it should");
+	}
+	ASSERT_EQ(n, hgclock_exit_pair(self->fd, -1));
+	ASSERT_EQ(1, hgclock_exit_pair(self->fd, 0));
+	for (cpu = 0; cpu < n; cpu++) {
+		int before = c->nr;
+
+		ASSERT_LE(0, hgclock_ring_consume(&self->map, cpu, collect_pair, c));
+		for (i = before; i < c->nr; i++)
+			EXPECT_EQ((uint32_t)cpu, c->pairs[i].hdr.cpu);
+		/* CPU 0 was asked twice. */
+		EXPECT_EQ(cpu == 0 ? 2 : 1, c->nr - before);
+	}
+	ASSERT_EQ(n + 1, c->nr);
+	for (i = 0; i < c->nr; i++) {
+		const struct hgclock_rec_exit_pair *p = &c->pairs[i];
+
+		EXPECT_EQ(sizeof(*p), p->hdr.size);
+		EXPECT_LE(p->tsc_before, p->tsc_after);
+		EXPECT_LE(p->sched_clock_before_ns, p->sched_clock_after_ns);
+		EXPECT_LE(p->tsc_after, p->hdr.tsc);
+		EXPECT_GT(0x10000u, p->key);
+		EXPECT_EQ(c->pairs[0].key, p->key);
+		EXPECT_NE(0, p->seq);
+	}
+	/* Sequence numbers: all different. */
+	for (i = 0; i < c->nr; i++)
+		for (int j = i + 1; j < c->nr; j++)
+			EXPECT_NE(c->pairs[i].seq, c->pairs[j].seq);
+	free(c);
+}
+
+TEST_F(ring, exit_pair_bad_input)
+{
+	struct hgclock_exit_pair req;
+
+	memset(&req, 0, sizeof(req));
+	req.size = sizeof(req) - 8;
+	EXPECT_EQ(-1, ioctl(self->fd, HGCLOCK_IOC_EXIT_PAIR, &req));
+	EXPECT_EQ(EINVAL, errno);
+	memset(&req, 0, sizeof(req));
+	req.size = sizeof(req);
+	req.flags = HGCLOCK_READ_CPU | HGCLOCK_READ_ALL_CPUS;
+	EXPECT_EQ(-1, ioctl(self->fd, HGCLOCK_IOC_EXIT_PAIR, &req));
+	EXPECT_EQ(EINVAL, errno);
+	req.flags = 0;
+	req.cpu = 1;		/* a CPU without HGCLOCK_READ_CPU */
+	EXPECT_EQ(-1, ioctl(self->fd, HGCLOCK_IOC_EXIT_PAIR, &req));
+	EXPECT_EQ(EINVAL, errno);
+	req.cpu = 0;
+	req.reserved[1] = 1;
+	EXPECT_EQ(-1, ioctl(self->fd, HGCLOCK_IOC_EXIT_PAIR, &req));
+	EXPECT_EQ(EINVAL, errno);
+	EXPECT_EQ(-1, ioctl(self->fd, HGCLOCK_IOC_EXIT_PAIR, NULL));
+	EXPECT_EQ(EFAULT, errno);
+	if (self->info.features & HGCLOCK_FEAT_EXIT_PAIR)
+		EXPECT_EQ(-EINVAL, hgclock_exit_pair(self->fd, 100000));
+}
+
 /* poll() wakes at the watermark and not before. */
 TEST_F(ring, poll_wakes_at_watermark)
 {

@@ -14,6 +14,8 @@
 #   HGCLOCK_NESTED_KERNELS  series for the nested KVM host/guest tests
 #                     (default: HGCLOCK_KERNELS without its -rt series;
 #                     empty: none)
+#   HGCLOCK_MOVING_KERNELS series for the nested moving-offsets test
+#                          (default: the last nested series)
 #   HGCLOCK_MERGE_KERNELS  series for the nested merge test (default: the
 #                     last of HGCLOCK_NESTED_KERNELS; empty: none)
 #   HGCLOCK_FUZZ_SECONDS  libFuzzer time for the file reader (default 20)
@@ -171,6 +173,42 @@ for series in $nested_kernels; do
 		own ok "$name"
 	else
 		own not-ok "$name" "exit status $rc"
+	fi
+done
+
+# Moving offsets: the host VM booted with tsc=unstable, so KVM re-bases
+# the guest's TSC offsets and rewrites its kvm-clock at every vCPU load.
+# Markers against KVM's own trace: x86-tsc exact, ftrace's local clock
+# through the host's PVCLOCK records (selftests/nested/moving-host.sh).
+# One kernel (the last nested series), retried as the nested tests are.
+moving_kernels=${HGCLOCK_MOVING_KERNELS-$(echo $nested_kernels | awk '{ print $NF }')}
+for series in $moving_kernels; do
+	kver=$(vm_series_kernel "$series")
+	[ -n "$kver" ] && [ -f "$build/module/$kver/hgclock.ko" ] || continue
+	name="nested_moving_${series}"
+	for attempt in 1 2 3; do
+		note "nested moving-offsets scenario on $kver (attempt $attempt)"
+		tools/vm/nested --kernel "$kver" --append tsc=unstable --timeout 600 -- \
+			selftests/nested/moving-host.sh selftests/nested/moving-guest.sh \
+			>"$log_dir/$name.out" 2>&1
+		rc=$?
+		cp "$log_dir/$name.out" "$log_dir/$name.attempt$attempt.out"
+		[ $rc -eq 0 ] && break
+		# Emulator faults, hangs and guests the emulator reset (see the
+		# nested tests above): infrastructure, retried.
+		if grep -q -e 'Oops: int3' -e 'never came up' -e 'qemu had exited by itself' \
+			-e 'VM died while' "$log_dir/$name.out" || [ $rc -eq 124 ] || [ $rc -eq 125 ]; then
+			note "infrastructure failure (exit $rc); retrying"
+			continue
+		fi
+		break
+	done
+	grep -v '^guest| \[' "$log_dir/$name.out" |
+		sed "s/^\(\(not \)\?ok [0-9]*\) /\1 $name: /" | tee -a "$tap_log"
+	if [ $rc -eq 0 ]; then
+		own ok "$name"
+	else
+		own not-ok "$name" "exit status $rc, see $log_dir/$name.out"
 	fi
 done
 

@@ -86,11 +86,19 @@ def parse_kvm_trace(path):
 
 def host_tsc_before_exit(writes, gtsc, exit_ts):
     """The host TSC of a guest TSC reading taken before an exit at exit_ts:
-    the latest offset in writes [(host TSC, offset)] written before the
-    exit whose span holds the reading (KVM may re-base the vCPU between a
-    reading and its exit, when the host preempts it there); None if none."""
-    for ts, off in reversed([w for w in writes if w[0] <= exit_ts]):
+    under the offset in force when the reading was taken, i.e. the one of
+    writes [(host TSC, offset)] (sorted) written before the exit whose span
+    (up to the next write, or the exit) holds the result.  KVM may re-base
+    the vCPU between a reading and its exit (when the host preempts it
+    there), and at a re-base it may move the offset back (the guest's TSC
+    pauses while the vCPU is out): an offset written after the reading can
+    then also put it after its own write, but not before the next one.
+    None if no span holds it."""
+    w = [x for x in writes if x[0] <= exit_ts]
+    for i in range(len(w) - 1, -1, -1):
+        ts, off = w[i]
+        end = w[i + 1][0] if i + 1 < len(w) else exit_ts + 1
         h = (gtsc - off) & M64
-        if h >= ts:
+        if ts <= h < end:
             return h
     return None

