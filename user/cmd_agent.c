@@ -45,7 +45,7 @@ static struct {
 } acl;
 
 /* Exit pairing period while streaming, ms; 0: off. */
-static unsigned int pair_interval_ms = 10;
+static unsigned int pair_interval_ms = 100;
 
 static bool peer_allowed(int sock, const struct sockaddr_storage *ss)
 {
@@ -358,7 +358,7 @@ static void agent_usage(FILE *out)
 		"--any-peer); --tcp ADDR listens on TCP ADDR:PORT instead and accepts only\n"
 		"--peer ADDR.  --once: exit after one host session.  --pair-interval MS:\n"
 		"exit pairings on every vCPU this often while a host is connected\n"
-		"(default 10, 0: none).\n", HGP_DEFAULT_PORT);
+		"(default 100, 0: none).\n", HGP_DEFAULT_PORT);
 }
 
 int cmd_agent(int argc, char **argv)

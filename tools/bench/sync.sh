@@ -60,6 +60,9 @@ for scenario in ${HGCLOCK_SYNC_SCENARIOS:-steady moving}; do
 		status=1
 		continue
 	fi
+	# Only this run's files: a trace-cmd file an earlier run left would be
+	# measured against this run's truth.
+	rm -rf "$build/bench/sync-$scenario"
 	mkdir -p "$build/bench/sync-$scenario"
 	cp "$build"/nested/* "$build/bench/sync-$scenario/"
 	python3 tools/bench/sync_report.py "$build/bench/sync-$scenario" "$build/user/hgclock" \
