@@ -1687,23 +1687,10 @@ static const struct hgclock_rec_cyc2ns *conv_at(const struct hgsync_convs *cv, u
 static int32_t host_cpu_at(const struct hgsync *s, const struct hgsync_guest *g, int vcpu,
 			   uint64_t host_tsc)
 {
-	for (size_t i = 0; i < s->nr_vcpus; i++) {
-		const struct hgsync_vcpu *v = &s->vcpus[i];
-		size_t lo = 0, hi = v->nr_where;
+	struct hgsync_place p;
 
-		if (v->vm_pid != g->vm.vm_pid || v->vcpu_id != vcpu || !v->nr_where)
-			continue;
-		while (hi - lo > 1) {
-			size_t mid = lo + (hi - lo) / 2;
-
-			if (v->where[mid].host_tsc <= host_tsc)
-				lo = mid;
-			else
-				hi = mid;
-		}
-		return v->where[lo].host_tsc <= host_tsc ? v->where[lo].host_cpu : -1;
-	}
-	return -1;
+	hgsync_vcpu_place(s, g->id, vcpu, host_tsc, &p);
+	return p.host_cpu;
 }
 
 /* Error bound of a conversion: 0 exact, its bound if derived, else none. */
@@ -1862,40 +1849,38 @@ int hgsync_vcpu_place(const struct hgsync *s, uint32_t guest_id, int vcpu, uint6
 		      struct hgsync_place *p)
 {
 	const struct hgsync_guest *g;
+	const struct hgsync_vcpu *v;
+	size_t lo = 0, hi;
 
 	*p = (struct hgsync_place){ -1, -1, 0, 0, UINT64_MAX };
 	if (guest_id >= s->nr_guests)
 		return -ENOENT;
 	g = &s->guests[guest_id];
-	for (size_t i = 0; i < s->nr_vcpus; i++) {
-		const struct hgsync_vcpu *v = &s->vcpus[i];
-		size_t lo = 0, hi = v->nr_where;
+	v = vcpu_find(s, g->vm.vm_pid, vcpu);
+	if (!v)
+		return -ENOENT;
+	p->tid = v->tid;
+	if (!v->nr_where)
+		return 0;
+	hi = v->nr_where;
+	while (hi - lo > 1) {
+		size_t mid = lo + (hi - lo) / 2;
 
-		if (v->vm_pid != g->vm.vm_pid || v->vcpu_id != vcpu)
-			continue;
-		p->tid = v->tid;
-		if (!v->nr_where)
-			return 0;
-		while (hi - lo > 1) {
-			size_t mid = lo + (hi - lo) / 2;
-
-			if (v->where[mid].host_tsc <= host_tsc)
-				lo = mid;
-			else
-				hi = mid;
-		}
-		if (v->where[lo].host_tsc > host_tsc) {
-			p->until_tsc = v->where[lo].host_tsc;
-			return 0;
-		}
-		p->host_cpu = v->where[lo].host_cpu;
-		p->running = v->where[lo].running;
-		p->since_tsc = v->where[lo].host_tsc;
-		if (lo + 1 < v->nr_where)
-			p->until_tsc = v->where[lo + 1].host_tsc;
+		if (v->where[mid].host_tsc <= host_tsc)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	if (v->where[lo].host_tsc > host_tsc) {
+		p->until_tsc = v->where[lo].host_tsc;
 		return 0;
 	}
-	return -ENOENT;
+	p->host_cpu = v->where[lo].host_cpu;
+	p->running = v->where[lo].running;
+	p->since_tsc = v->where[lo].host_tsc;
+	if (lo + 1 < v->nr_where)
+		p->until_tsc = v->where[lo + 1].host_tsc;
+	return 0;
 }
 
 /* The conversion of @host_cpu (else any CPU's) in force at @key. */
