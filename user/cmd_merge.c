@@ -98,14 +98,18 @@ static int merge_one_thread(const struct hgm_par *par, struct hgm_par_result *re
 	struct hgm_json json;
 	struct hgm_outputs outs = { 0 };
 	struct hgm_options opt = par->opt;
-	int ret = -1;
+	int ret = HGM_E_SYSTEM;
 
 	opt.progress = par->progress;
-	for (int i = 0; i < par->nr_inputs; i++)
-		if (hgm_add_input(&m, par->inputs[i].path, par->inputs[i].guest, err, err_len))
+	for (int i = 0; i < par->nr_inputs; i++) {
+		ret = hgm_add_input(&m, par->inputs[i].path, par->inputs[i].guest, err, err_len);
+		if (ret)
 			goto out;
-	if (hgm_start(&m, par->sync, &opt, err, err_len))
+	}
+	ret = hgm_start(&m, par->sync, &opt, err, err_len);
+	if (ret)
 		goto out;
+	ret = HGM_E_SYSTEM;
 	if (par->text) {
 		if (hgm_text_init(&text, par->text))
 			goto nomem;
@@ -169,7 +173,7 @@ int cmd_merge(int argc, char **argv)
 	struct hgm_par_result res;
 	struct hgsync s;
 	const char *out_path = "-", *json_path = NULL, *corr, *host_path = NULL;
-	int nr_guest_specs = 0, next_guest = 0, progress = -1, c, ret;
+	int nr_guest_specs = 0, next_guest = 0, progress = -1, c, ret, rc;
 	bool no_text = false, quiet = false, recompute = false;
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 	uint64_t threads = ncpu > 8 ? 8 : ncpu > 0 ? (uint64_t)ncpu : 1;
@@ -298,12 +302,12 @@ int cmd_merge(int argc, char **argv)
 	par.text = tout;
 	par.json = jout;
 	par.progress = progress < 0 ? isatty(STDERR_FILENO) : progress;
-	if (threads > 1 ? hgm_par_run(&par, &res, err, sizeof(err)) :
-			  merge_one_thread(&par, &res, err, sizeof(err))) {
+	rc = threads > 1 ? hgm_par_run(&par, &res, err, sizeof(err)) :
+			   merge_one_thread(&par, &res, err, sizeof(err));
+	if (rc) {
 		hg_err("%s", err);
-		/* Unreadable inputs are the user's; failed writes are ours. */
-		ret = strstr(err, "writing") || strstr(err, "memory") || strstr(err, "thread") ?
-		      HGCLOCK_EXIT_FAILURE : HGCLOCK_EXIT_BAD_INPUT;
+		/* Unreadable inputs are the user's; memory and failed writes ours. */
+		ret = rc == HGM_E_SYSTEM ? HGCLOCK_EXIT_FAILURE : HGCLOCK_EXIT_BAD_INPUT;
 		goto out;
 	}
 	if ((tout && fflush(tout)) || (jout && fflush(jout))) {

@@ -324,7 +324,7 @@ int hgm_start(struct hgm *m, const struct hgsync *sync, const struct hgm_options
 	m->heap = calloc((size_t)n, sizeof(*m->heap));
 	if (!m->streams || !m->heap) {
 		set_err(err, err_len, "out of memory");
-		return -1;
+		return HGM_E_SYSTEM;
 	}
 	m->nr_streams = 0;
 	n = 0;

@@ -26,6 +26,10 @@ struct tep_event;
 
 #define HGM_MAX_INPUTS	(1 + HGSYNC_MAX_GUESTS)
 
+/* What failed, returned with the message in err: the user's or ours. */
+#define HGM_E_INPUT	(-1)	/* an input: unreadable, damaged, mismatched */
+#define HGM_E_SYSTEM	(-2)	/* memory, threads, writing the output */
+
 /* hgm_event.flags */
 #define HGM_EV_UNMAPPED		(1u << 0) /* no mapping covers its time: raw_ts only */
 #define HGM_EV_NO_HOST_CPU	(1u << 1) /* no tracking record says where its vCPU was */
@@ -89,14 +93,14 @@ struct hgm {
 /*
  * Opens @path as the host's trace (@guest -1) or guest @guest's.  The
  * timestamps are read raw (a TimeShift that trace-cmd record -A stored
- * is ignored: the correlation replaces it).  0, or -1 with a message in
- * @err (@err_len bytes).
+ * is ignored: the correlation replaces it).  0, or HGM_E_INPUT with a
+ * message in @err (@err_len bytes).
  */
 int hgm_add_input(struct hgm *m, const char *path, int guest, char *err, size_t err_len);
 
 /*
  * Checks the inputs against the correlation @sync (clocks it can map,
- * guests it knows) and prepares the streams.  0, or -1 with @err.
+ * guests it knows) and prepares the streams.  0, or an HGM_E_* with @err.
  */
 int hgm_start(struct hgm *m, const struct hgsync *sync, const struct hgm_options *opt,
 	      char *err, size_t err_len);
@@ -194,7 +198,7 @@ struct hgm_par_result {
 /*
  * The merge of @par's inputs on @par->nr_threads workers plus the calling
  * thread, writing the same bytes in the same order as hgm_run() with the
- * outputs above would.  0, or -1 with a message in @err.
+ * outputs above would.  0, or an HGM_E_* with a message in @err.
  */
 int hgm_par_run(const struct hgm_par *par, struct hgm_par_result *res, char *err, size_t err_len);
 

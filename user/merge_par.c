@@ -51,7 +51,7 @@ struct worker {
 	int shard;
 	pthread_t thread;
 	char err[512];
-	int failed;
+	int failed;		/* 0, or the HGM_E_* of w->err */
 
 	/* formatting, worker side */
 	struct hgm_text text;
@@ -179,14 +179,15 @@ static void *worker_main(void *arg)
 	opt.progress = false;
 	opt.span = par->progress;
 	for (int i = 0; i < par->nr_inputs && !w->failed; i++)
-		if (hgm_add_input(&w->m, par->inputs[i].path, par->inputs[i].guest, w->err,
-				  sizeof(w->err)))
-			w->failed = 1;
-	if (!w->failed && hgm_start(&w->m, par->sync, &opt, w->err, sizeof(w->err)))
-		w->failed = 1;
+		w->failed = hgm_add_input(&w->m, par->inputs[i].path, par->inputs[i].guest,
+					  w->err, sizeof(w->err));
+	if (!w->failed)
+		w->failed = hgm_start(&w->m, par->sync, &opt, w->err, sizeof(w->err));
 	trace_seq_init(&w->seq);
-	if (!w->failed && hgm_text_init(&w->text, NULL))
-		w->failed = 1;
+	if (!w->failed && hgm_text_init(&w->text, NULL)) {
+		snprintf(w->err, sizeof(w->err), "out of memory");
+		w->failed = HGM_E_SYSTEM;
+	}
 	pthread_mutex_lock(&w->lock);
 	w->ready = 1;
 	pthread_cond_broadcast(&w->cond);
@@ -204,7 +205,7 @@ static void *worker_main(void *arg)
 	}
 	pthread_mutex_lock(&w->lock);
 	if (ret && !w->stop && !w->failed) {
-		w->failed = 1;
+		w->failed = HGM_E_SYSTEM;
 		snprintf(w->err, sizeof(w->err), "formatting events: %s", strerror(errno ? errno : ENOMEM));
 	}
 	w->done = 1;
@@ -283,7 +284,7 @@ static void stop_all(struct worker *ws, int n)
 
 int hgm_par_run(const struct hgm_par *par, struct hgm_par_result *res, char *err, size_t err_len)
 {
-	int nt = par->nr_threads, n = 0, ret = -1, started = 0;
+	int nt = par->nr_threads, n = 0, ret = HGM_E_SYSTEM, started = 0;
 	struct worker *ws = calloc((size_t)nt, sizeof(*ws));
 	struct worker **heap = calloc((size_t)nt, sizeof(*heap));
 	struct hgm_json json;
@@ -315,6 +316,7 @@ int hgm_par_run(const struct hgm_par *par, struct hgm_par_result *res, char *err
 		pthread_mutex_unlock(&ws[i].lock);
 		if (ws[i].failed) {
 			snprintf(err, err_len, "%s", ws[i].err);
+			ret = ws[i].failed;
 			stop_all(ws, started);
 			goto join;
 		}
@@ -378,13 +380,13 @@ join:
 	for (int i = 0; i < started && !ret; i++)
 		if (ws[i].failed) {
 			snprintf(err, err_len, "%s", ws[i].err);
-			ret = -1;
+			ret = ws[i].failed;
 		}
 	if (json_open) {
 		/* The vCPU runs come from the correlation: any worker's view. */
 		if (hgm_json_end(&json) && !ret) {
 			snprintf(err, err_len, "writing the output: %s", strerror(errno));
-			ret = -1;
+			ret = HGM_E_SYSTEM;
 		}
 	}
 	/* Totals: each worker counted its own streams. */
