@@ -283,8 +283,13 @@ static void hg_probe_sched_process_exit(void *data, struct task_struct *p)
 	slot = hg_find(p->pid);
 	if (!slot)
 		return;
-	hg_emit_vcpu(slot, HGCLOCK_REC_VCPU_EXIT);
+	/*
+	 * Out of the table first, then the record: a reader that has seen
+	 * the EXIT record finds the thread gone from LIST_VCPUS too.  The
+	 * DEAD slot keeps its fields until a grace period after this probe.
+	 */
 	hg_remove(slot);
+	hg_emit_vcpu(slot, HGCLOCK_REC_VCPU_EXIT);
 }
 
 /*
@@ -659,8 +664,9 @@ long hgclock_ioctl_track(void __user *uarg)
 		if (!slot) {
 			ret = -ENOENT;
 		} else {
-			hg_emit_vcpu(slot, HGCLOCK_REC_VCPU_EXIT);
+			/* As at exit: gone from the table before the record. */
 			hg_remove(slot);
+			hg_emit_vcpu(slot, HGCLOCK_REC_VCPU_EXIT);
 		}
 		goto out;
 	}
