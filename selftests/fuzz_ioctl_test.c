@@ -71,6 +71,7 @@ static const struct known_cmd known[] = {
 	{ HGCLOCK_IOC_TRACK, "TRACK", { EPERM, EFAULT, EINVAL, ENOENT, EEXIST, ENOSPC } },
 	{ HGCLOCK_IOC_LIST_VCPUS, "LIST_VCPUS",
 	  { EPERM, EFAULT, EINVAL, ENOMEM, ENOSPC } },
+	{ HGCLOCK_IOC_EXIT_PAIR, "EXIT_PAIR", { EFAULT, EINVAL, ENODEV } },
 };
 #define NR_KNOWN (sizeof(known) / sizeof(known[0]))
 
