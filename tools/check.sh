@@ -194,6 +194,13 @@ for series in $moving_kernels; do
 		rc=$?
 		cp "$log_dir/$name.out" "$log_dir/$name.attempt$attempt.out"
 		[ $rc -eq 0 ] && break
+		# The checks are the host script's: a guest the emulator resets
+		# after they passed does not spoil them (as in the merge test).
+		if grep -q 'nested-host: host script exit 0' "$log_dir/$name.out"; then
+			note "the guest died after the host's checks passed (exit $rc)"
+			rc=0
+			break
+		fi
 		# Emulator faults, hangs and guests the emulator reset (see the
 		# nested tests above): infrastructure, retried.
 		if grep -q -e 'Oops: int3' -e 'never came up' -e 'qemu had exited by itself' \
