@@ -155,8 +155,10 @@ for series in $nested_kernels; do
 			continue
 		fi
 		# A hung VM (killed at the timeout, exit 124) is the emulator's
-		# too (nested TCG now and then stalls both levels): one retry.
-		if [ $rc -eq 124 ] && [ $attempt -lt 2 ]; then
+		# too (nested TCG now and then stalls both levels, at the start
+		# of the recording with the guest's agent twice in one run on
+		# 2026-11-29): up to three tries.
+		if [ $rc -eq 124 ] && [ $attempt -lt 3 ]; then
 			note "the VM hung (timeout); retrying"
 			continue
 		fi
