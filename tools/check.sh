@@ -178,6 +178,14 @@ for series in $nested_kernels; do
 	fi
 done
 
+# nested_infra_failure LOG RC: did a nested scenario fail for the
+# emulator's reasons (a fault, a hang, a VM or guest gone, a guest that
+# never came up) rather than its checks?  Then it is worth a retry.
+nested_infra_failure() {
+	grep -q -e 'Oops: int3' -e 'never came up' -e 'qemu had exited by itself' \
+		-e 'VM died while' "$1" || [ "$2" -eq 124 ] || [ "$2" -eq 125 ]
+}
+
 # Moving offsets: the host VM booted with tsc=unstable, so KVM re-bases
 # the guest's TSC offsets and rewrites its kvm-clock at every vCPU load.
 # Markers against KVM's own trace: x86-tsc exact, ftrace's local clock
@@ -205,8 +213,7 @@ for series in $moving_kernels; do
 		fi
 		# Emulator faults, hangs and guests the emulator reset (see the
 		# nested tests above): infrastructure, retried.
-		if grep -q -e 'Oops: int3' -e 'never came up' -e 'qemu had exited by itself' \
-			-e 'VM died while' "$log_dir/$name.out" || [ $rc -eq 124 ] || [ $rc -eq 125 ]; then
+		if nested_infra_failure "$log_dir/$name.out" $rc; then
 			note "infrastructure failure (exit $rc); retrying"
 			continue
 		fi
@@ -255,8 +262,7 @@ for series in $merge_kernels; do
 		fi
 		# Emulator faults, hangs, and guests the emulator reset (see the
 		# nested tests above): infrastructure, retried.
-		if grep -q -e 'Oops: int3' -e 'never came up' -e 'qemu had exited by itself' \
-			-e 'VM died while' "$log_dir/$name.out" || [ $rc -eq 124 ] || [ $rc -eq 125 ]; then
+		if nested_infra_failure "$log_dir/$name.out" $rc; then
 			note "infrastructure failure (exit $rc); retrying"
 			continue
 		fi
