@@ -33,6 +33,7 @@ int hgclock_ring_init(void);
 void hgclock_ring_exit(void);
 bool hgclock_ring_write(struct hgclock_rec_header *rec);
 void hgclock_rec_init(struct hgclock_rec_header *rec, u16 type, u16 size);
+bool hgclock_rec_emit(struct hgclock_rec_header *rec, u16 type, u16 size);
 void hgclock_ring_set_online(unsigned int cpu, bool online);
 void hgclock_ring_publish_conv(const struct hgclock_conversion *conv,
 			       bool *changed);

@@ -226,6 +226,25 @@ void hgclock_rec_init(struct hgclock_rec_header *rec, u16 type, u16 size)
 }
 
 /*
+ * Stamps @rec's header (this CPU, its TSC and sched_clock) and writes it
+ * to this CPU's ring, interrupts off from the stamp to the write: nothing
+ * else is written to this ring in between, so each ring holds its records
+ * in the order of their stamps.  Any context; the caller has filled the
+ * body.  False when the record did not fit (counted as lost).
+ */
+bool hgclock_rec_emit(struct hgclock_rec_header *rec, u16 type, u16 size)
+{
+	unsigned long irqflags;
+	bool written;
+
+	local_irq_save(irqflags);
+	hgclock_rec_init(rec, type, size);
+	written = hgclock_ring_write(rec);
+	local_irq_restore(irqflags);
+	return written;
+}
+
+/*
  * Write one record to this CPU's ring.  Interrupts disabled.  A record
  * that does not fit is counted as lost; the next record that does fit is
  * preceded by a LOST record, so the stream says where the gap is.  While

@@ -150,6 +150,16 @@ out:
 	return slot;
 }
 
+/*
+ * The slot of the thread a KVM tracepoint fires in (KVM's probes run in
+ * the vCPU thread), or NULL when it is not tracked: a bitmap test first,
+ * so untracked threads never search the table.
+ */
+static struct hg_slot *hg_current_slot(void)
+{
+	return hg_tid_tracked(current->pid) ? hg_find(current->pid) : NULL;
+}
+
 /* Any context.  The slot stays DEAD until hgclock_track_reclaim(). */
 static void hg_remove(struct hg_slot *slot)
 {
@@ -192,26 +202,19 @@ void hgclock_track_reclaim(void)
 static void hg_emit_vcpu(const struct hg_slot *slot, u16 type)
 {
 	struct hgclock_rec_vcpu rec;
-	unsigned long irqflags;
 
-	local_irq_save(irqflags);
 	memset(&rec, 0, sizeof(rec));
-	hgclock_rec_init(&rec.hdr, type, sizeof(rec));
 	rec.tid = slot->tid;
 	rec.vm_pid = slot->vm_pid;
 	rec.vcpu_id = slot->vcpu_id;
-	hgclock_ring_write(&rec.hdr);
-	local_irq_restore(irqflags);
+	hgclock_rec_emit(&rec.hdr, type, sizeof(rec));
 }
 
 static void hg_emit_seen(const struct hg_slot *slot, int host_cpu)
 {
 	struct hgclock_rec_vcpu_seen rec;
-	unsigned long irqflags;
 
-	local_irq_save(irqflags);
 	memset(&rec, 0, sizeof(rec));
-	hgclock_rec_init(&rec.hdr, HGCLOCK_REC_VCPU_SEEN, sizeof(rec));
 	rec.tid = slot->tid;
 	rec.vm_pid = slot->vm_pid;
 	rec.vcpu_id = slot->vcpu_id;
@@ -221,8 +224,7 @@ static void hg_emit_seen(const struct hg_slot *slot, int host_cpu)
 	rec.tsc_scaling_ratio = slot->tsc_scaling_ratio;
 	rec.tsc_frac_bits = slot->tsc_frac_bits;
 	rec.host_cpu = host_cpu;
-	hgclock_ring_write(&rec.hdr);
-	local_irq_restore(irqflags);
+	hgclock_rec_emit(&rec.hdr, HGCLOCK_REC_VCPU_SEEN, sizeof(rec));
 }
 
 /* ---- probes ----------------------------------------------------------- */
@@ -252,7 +254,6 @@ static void hg_probe_sched_migrate_task(void *data, struct task_struct *p,
 					int dest_cpu)
 {
 	struct hgclock_rec_vcpu_migrate rec;
-	unsigned long irqflags;
 	struct hg_slot *slot;
 
 	if (likely(hg_none_tracked() || !hg_tid_tracked(p->pid)))
@@ -262,16 +263,13 @@ static void hg_probe_sched_migrate_task(void *data, struct task_struct *p,
 		return;
 	/* Counted without a lock: the list ioctl shows it as a hint only. */
 	WRITE_ONCE(slot->nr_migrations, READ_ONCE(slot->nr_migrations) + 1);
-	local_irq_save(irqflags);
 	memset(&rec, 0, sizeof(rec));
-	hgclock_rec_init(&rec.hdr, HGCLOCK_REC_VCPU_MIGRATE, sizeof(rec));
 	rec.tid = slot->tid;
 	rec.vm_pid = slot->vm_pid;
 	rec.vcpu_id = slot->vcpu_id;
 	rec.from_cpu = task_cpu(p);
 	rec.to_cpu = dest_cpu;
-	hgclock_ring_write(&rec.hdr);
-	local_irq_restore(irqflags);
+	hgclock_rec_emit(&rec.hdr, HGCLOCK_REC_VCPU_MIGRATE, sizeof(rec));
 }
 
 static void hg_probe_sched_process_exit(void *data, struct task_struct *p)
@@ -362,15 +360,9 @@ static void hg_probe_kvm_write_tsc_offset(void *data, unsigned int vcpu_id,
 					  __u64 next_tsc_offset)
 {
 	struct hgclock_rec_tsc_offset rec;
-	unsigned long irqflags;
-	struct hg_slot *slot = NULL;
+	struct hg_slot *slot = hg_current_slot();
 
-	if (hg_tid_tracked(current->pid))
-		slot = hg_find(current->pid);
-
-	local_irq_save(irqflags);
 	memset(&rec, 0, sizeof(rec));
-	hgclock_rec_init(&rec.hdr, HGCLOCK_REC_TSC_OFFSET, sizeof(rec));
 	rec.tid = current->pid;
 	rec.vcpu_id = vcpu_id;
 	rec.previous_offset = previous_tsc_offset;
@@ -386,8 +378,7 @@ static void hg_probe_kvm_write_tsc_offset(void *data, unsigned int vcpu_id,
 		rec.vm_pid = current->tgid;
 		rec.flags &= ~HGCLOCK_VCPU_TSC_KNOWN;
 	}
-	hgclock_ring_write(&rec.hdr);
-	local_irq_restore(irqflags);
+	hgclock_rec_emit(&rec.hdr, HGCLOCK_REC_TSC_OFFSET, sizeof(rec));
 }
 
 /*
@@ -402,26 +393,20 @@ static void hg_probe_kvm_cpuid(void *data, unsigned int function, unsigned int i
 			       unsigned long rdx, bool found, bool used_max_basic)
 {
 	struct hgclock_rec_exit_host rec;
-	unsigned long irqflags;
 	struct hg_slot *slot;
 
 	if (likely((function & HGCLOCK_PAIR_LEAF_MASK) != HGCLOCK_PAIR_LEAF_BASE))
 		return;
-	if (!hg_tid_tracked(current->pid))
-		return;
-	slot = hg_find(current->pid);
+	slot = hg_current_slot();
 	if (!slot || slot->vcpu_id < 0)
 		return;
-	local_irq_save(irqflags);
 	memset(&rec, 0, sizeof(rec));
-	hgclock_rec_init(&rec.hdr, HGCLOCK_REC_EXIT_HOST, sizeof(rec));
 	rec.tid = current->pid;
 	rec.vm_pid = READ_ONCE(slot->vm_pid);
 	rec.vcpu_id = READ_ONCE(slot->vcpu_id);
 	rec.seq = index;
 	rec.key = function & ~HGCLOCK_PAIR_LEAF_MASK;
-	hgclock_ring_write(&rec.hdr);
-	local_irq_restore(irqflags);
+	hgclock_rec_emit(&rec.hdr, HGCLOCK_REC_EXIT_HOST, sizeof(rec));
 }
 
 /*
@@ -433,17 +418,12 @@ static void hg_probe_kvm_pvclock_update(void *data, unsigned int vcpu_id,
 					struct pvclock_vcpu_time_info *pvclock)
 {
 	struct hgclock_rec_pvclock rec;
-	unsigned long irqflags;
 	struct hg_slot *slot;
 
-	if (!hg_tid_tracked(current->pid))
-		return;
-	slot = hg_find(current->pid);
+	slot = hg_current_slot();
 	if (!slot || slot->vcpu_id != (s32)vcpu_id)
 		return;
-	local_irq_save(irqflags);
 	memset(&rec, 0, sizeof(rec));
-	hgclock_rec_init(&rec.hdr, HGCLOCK_REC_PVCLOCK, sizeof(rec));
 	rec.tid = current->pid;
 	rec.vm_pid = READ_ONCE(slot->vm_pid);
 	rec.vcpu_id = vcpu_id;
@@ -453,8 +433,7 @@ static void hg_probe_kvm_pvclock_update(void *data, unsigned int vcpu_id,
 	rec.tsc_to_system_mul = pvclock->tsc_to_system_mul;
 	rec.tsc_shift = pvclock->tsc_shift;
 	rec.flags = pvclock->flags;
-	hgclock_ring_write(&rec.hdr);
-	local_irq_restore(irqflags);
+	hgclock_rec_emit(&rec.hdr, HGCLOCK_REC_PVCLOCK, sizeof(rec));
 }
 
 /* ---- attaching -------------------------------------------------------- */
