@@ -335,111 +335,104 @@ static struct hgsync_vcpu *vcpu_for(struct hgsync *s, int32_t vm_pid, int32_t vc
 	return &s->vcpus[s->nr_vcpus - 1];
 }
 
+/*
+ * One host record, copied whole into @r first (records in the ring are
+ * only 8-byte aligned and may be longer than this reader knows): a record
+ * shorter than its type's structure is skipped, as is any type the
+ * mapping does not use.
+ */
 static int host_rec(const void *rec, size_t size, void *ctx)
 {
 	struct hgsync *s = ctx;
-	struct hgclock_rec_header h;
+	union {
+		struct hgclock_rec_header h;
+		struct hgclock_rec_cyc2ns cyc2ns;
+		struct hgclock_rec_vcpu vcpu;
+		struct hgclock_rec_vcpu_seen seen;
+		struct hgclock_rec_tsc_offset tsc_offset;
+		struct hgclock_rec_pvclock pv;
+		struct hgclock_rec_exit_host exit_host;
+	} r;
+	size_t need;
 	struct hgsync_vcpu *v;
 
-	memcpy(&h, rec, sizeof(h));
-	switch (h.type) {
+	memcpy(&r.h, rec, sizeof(r.h));
+	need = hgclock_rec_min_size(r.h.type);
+	if (size < need || need > sizeof(r))
+		return 0;
+	memcpy(&r, rec, need);
+	switch (r.h.type) {
 	case HGCLOCK_REC_CYC2NS: {
-		struct hgclock_rec_cyc2ns c;
-		struct hgsync_convs *cv;
+		struct hgsync_convs *cv = convs_for(&s->host_convs, &s->nr_host_cpus, r.h.cpu);
 
-		if (size < sizeof(c))
-			return 0;
-		memcpy(&c, rec, sizeof(c));
-		cv = convs_for(&s->host_convs, &s->nr_host_cpus, c.hdr.cpu);
-		if (!cv || PUSH(cv->v, cv->n, cv->cap, c))
+		if (!cv || PUSH(cv->v, cv->n, cv->cap, r.cyc2ns))
 			return -ENOMEM;
 		return 0;
 	}
 	case HGCLOCK_REC_VCPU_SEEN: {
-		struct hgclock_rec_vcpu_seen r;
 		struct hgsync_offset o;
 		struct hgsync_where w;
 
-		if (size < sizeof(r))
+		if (!(r.seen.flags & HGCLOCK_VCPU_KVM))
 			return 0;
-		memcpy(&r, rec, sizeof(r));
-		if (!(r.flags & HGCLOCK_VCPU_KVM))
-			return 0;
-		v = vcpu_for(s, r.vm_pid, r.vcpu_id);
+		v = vcpu_for(s, r.seen.vm_pid, r.seen.vcpu_id);
 		if (!v)
 			return -ENOMEM;
-		v->tid = r.tid;
-		w = (struct hgsync_where){ r.hdr.tsc, r.host_cpu, 1 };
+		v->tid = r.seen.tid;
+		w = (struct hgsync_where){ r.h.tsc, r.seen.host_cpu, 1 };
 		if (PUSH(v->where, v->nr_where, v->cap_where, w))
 			return -ENOMEM;
-		if (!(r.flags & HGCLOCK_VCPU_TSC_KNOWN))
+		if (!(r.seen.flags & HGCLOCK_VCPU_TSC_KNOWN))
 			return 0;
-		o = (struct hgsync_offset){ r.hdr.tsc, r.tsc_offset, r.tsc_scaling_ratio,
-					    r.tsc_frac_bits, 1, 0, 0 };
+		o = (struct hgsync_offset){ r.h.tsc, r.seen.tsc_offset, r.seen.tsc_scaling_ratio,
+					    r.seen.tsc_frac_bits, 1, 0, 0 };
 		return PUSH(v->off, v->nr_off, v->cap_off, o);
 	}
 	case HGCLOCK_REC_TSC_OFFSET: {
-		struct hgclock_rec_tsc_offset r;
-		struct hgsync_offset o;
+		struct hgsync_offset o = {
+			r.h.tsc, r.tsc_offset.next_offset, r.tsc_offset.tsc_scaling_ratio,
+			r.tsc_offset.tsc_frac_bits,
+			!!(r.tsc_offset.flags & HGCLOCK_VCPU_TSC_KNOWN), 1,
+			r.tsc_offset.previous_offset
+		};
 
-		if (size < sizeof(r))
-			return 0;
-		memcpy(&r, rec, sizeof(r));
-		v = vcpu_for(s, r.vm_pid, r.vcpu_id);
+		v = vcpu_for(s, r.tsc_offset.vm_pid, r.tsc_offset.vcpu_id);
 		if (!v)
 			return -ENOMEM;
-		o = (struct hgsync_offset){ r.hdr.tsc, r.next_offset, r.tsc_scaling_ratio,
-					    r.tsc_frac_bits,
-					    !!(r.flags & HGCLOCK_VCPU_TSC_KNOWN), 1,
-					    r.previous_offset };
 		return PUSH(v->off, v->nr_off, v->cap_off, o);
 	}
 	case HGCLOCK_REC_PVCLOCK: {
-		struct hgclock_rec_pvclock r;
-		struct hgsync_pvclock pv;
+		struct hgsync_pvclock pv = {
+			.host_tsc = r.h.tsc, .tsc_timestamp = r.pv.tsc_timestamp,
+			.system_time = r.pv.system_time, .mul = r.pv.tsc_to_system_mul,
+			.shift = r.pv.tsc_shift,
+		};
 
-		if (size < sizeof(r))
-			return 0;
-		memcpy(&r, rec, sizeof(r));
-		v = vcpu_for(s, r.vm_pid, r.vcpu_id);
+		v = vcpu_for(s, r.pv.vm_pid, r.pv.vcpu_id);
 		if (!v)
 			return -ENOMEM;
-		pv = (struct hgsync_pvclock){
-			.host_tsc = r.hdr.tsc, .tsc_timestamp = r.tsc_timestamp,
-			.system_time = r.system_time, .mul = r.tsc_to_system_mul,
-			.shift = r.tsc_shift,
-		};
 		return PUSH(v->pv, v->nr_pv, v->cap_pv, pv);
 	}
-	case HGCLOCK_REC_EXIT_HOST: {
-		struct hgclock_rec_exit_host r;
-
-		if (size < sizeof(r))
-			return 0;
-		memcpy(&r, rec, sizeof(r));
-		return PUSH(s->hpairs, s->nr_hpairs, s->cap_hpairs, r);
-	}
+	case HGCLOCK_REC_EXIT_HOST:
+		return PUSH(s->hpairs, s->nr_hpairs, s->cap_hpairs, r.exit_host);
 	case HGCLOCK_REC_VCPU_RUN:
 	case HGCLOCK_REC_VCPU_STOP:
 	case HGCLOCK_REC_VCPU_EXIT:
 	case HGCLOCK_REC_VCPU_MIGRATE: {
-		struct hgclock_rec_vcpu r;
+		/* A migration record starts as the others do. */
 		struct hgsync_where w;
 
-		if (size < sizeof(r))
+		if (r.vcpu.vcpu_id < 0)
 			return 0;
-		memcpy(&r, rec, sizeof(r));
-		if (r.vcpu_id < 0)
-			return 0;
-		v = vcpu_for(s, r.vm_pid, r.vcpu_id);
+		v = vcpu_for(s, r.vcpu.vm_pid, r.vcpu.vcpu_id);
 		if (!v)
 			return -ENOMEM;
-		if (h.type == HGCLOCK_REC_VCPU_MIGRATE) {
+		if (r.h.type == HGCLOCK_REC_VCPU_MIGRATE) {
 			v->migrations++;
 			return 0;
 		}
-		w = (struct hgsync_where){ r.hdr.tsc, (int32_t)r.hdr.cpu,
-					   h.type == HGCLOCK_REC_VCPU_RUN };
+		w = (struct hgsync_where){ r.h.tsc, (int32_t)r.h.cpu,
+					   r.h.type == HGCLOCK_REC_VCPU_RUN };
 		return PUSH(v->where, v->nr_where, v->cap_where, w);
 	}
 	default:
