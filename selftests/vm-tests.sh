@@ -69,6 +69,8 @@ check dump_not_a_file_refused sh -c "'$tool' dump /proc/cpuinfo >/dev/null 2>&1;
 check record_guest_unreachable sh -c "'$tool' record -o /tmp/rec4.hgc --duration 1 --guest tcp:127.0.0.1:7199 2>/tmp/rec4.err;
 	[ \$? -eq 1 ] && grep -q 'refused' /tmp/rec4.err"
 check agent_tcp_needs_peer sh -c "'$tool' agent --tcp 127.0.0.1 2>/dev/null; [ \$? -eq 2 ]"
+check record_bad_probe_burst sh -c "'$tool' record -o /tmp/rec5.hgc --probe-burst 0 2>/tmp/rec5.err;
+	[ \$? -eq 2 ] && grep -q 'probe-burst wants a count' /tmp/rec5.err && [ ! -e /tmp/rec5.hgc ]"
 
 # Unloading while the ring is mapped (a consumer following it) is refused.
 "$tool" snapshots --follow >/dev/null 2>&1 &

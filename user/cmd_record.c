@@ -46,7 +46,8 @@ static double now_s(void)
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-#define HG_PROBE_BURST	4	/* probes back to back each interval */
+#define HG_PROBE_BURST	4	/* default: probes back to back each interval */
+#define HG_PROBE_BURST_MAX 1024
 #define HG_PROBE_BUF	512	/* probes per PROBES section */
 
 struct guest {
@@ -61,6 +62,7 @@ struct guest {
 	bool can_probe;			/* the agent speaks 1.1 or later */
 	uint64_t probe_seq;
 	struct hgclock_now probe_send;	/* host clocks right before sending */
+	unsigned int burst;		/* probes back to back each interval */
 	unsigned int burst_left;
 	double next_probe;
 	uint64_t nr_probes;
@@ -228,9 +230,12 @@ static struct hgcor_probe make_probe(const struct hgclock_now *send, const struc
 }
 
 /*
- * The probe thread: every interval, HG_PROBE_BURST exchanges back to
+ * The probe thread: every interval, --probe-burst exchanges back to
  * back, each timed by the host's clock read right before the send and
- * right after the reply is in.  Ends on the stop flag or a broken channel.
+ * right after the reply is in.  Back to back, because a request that
+ * finds the guest's vCPU idle waits for it to wake while the reply does
+ * not: the later ones of a burst go both ways on hot paths, and their
+ * two legs differ least (the fit's bound is half that difference).  Ends on the stop flag or a broken channel.
  */
 static void *probe_thread_fn(void *arg)
 {
@@ -240,7 +245,7 @@ static void *probe_thread_fn(void *arg)
 	int err = 0;
 
 	while (!g->probe_stop && !why) {
-		for (int k = 0; k < HG_PROBE_BURST && !g->probe_stop && !why; k++) {
+		for (unsigned int k = 0; k < g->burst && !g->probe_stop && !why; k++) {
 			struct hgp_probe p = { .seq = ++seq };
 			struct hgp_probe_reply r = { 0 };
 			struct hgclock_now send, recv_now;
@@ -694,6 +699,7 @@ static void record_usage(FILE *out)
 	fprintf(out,
 		"usage: hgclock record -o FILE [--duration SEC] [--period MS] [--ring-size KIB]\n"
 		"                      [--guest SPEC[,vm=PID]]... [--probe-interval MS]\n"
+		"                      [--probe-burst N]\n"
 		"Records this host's clock data (per-CPU conversions, vCPU tracking,\n"
 		"KVM TSC offset changes) into a correlation file until SEC seconds\n"
 		"have passed or it is interrupted (Ctrl-C): the file is then complete.\n"
@@ -701,7 +707,8 @@ static void record_usage(FILE *out)
 		"grows each CPU's ring first (default 4096; not while another reader maps it).\n"
 		"--guest vsock:CID[:PORT][,vm=PID] or tcp:HOST:PORT[,vm=PID] adds a guest\n"
 		"running 'hgclock agent': its clock data joins the file, its clocks are\n"
-		"probed every --probe-interval MS (default 100, 0: never), and the\n"
+		"probed every --probe-interval MS (default 100, 0: never; N exchanges\n"
+		"back to back each time, --probe-burst, default 4), and the\n"
 		"guest-to-host mapping is computed at the end.  vm=PID names the VM's\n"
 		"process on this host (found from guest-cid=CID on qemu's command line\n"
 		"otherwise); with it KVM's exact TSC relation is used.\n");
@@ -715,6 +722,7 @@ int cmd_record(int argc, char **argv)
 		{ "period", required_argument, NULL, 'p' },
 		{ "guest", required_argument, NULL, 'g' },
 		{ "probe-interval", required_argument, NULL, 'i' },
+		{ "probe-burst", required_argument, NULL, 'b' },
 		{ "ring-size", required_argument, NULL, 'r' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -732,14 +740,14 @@ int cmd_record(int argc, char **argv)
 	/* Static: each guest holds a probe buffer; record runs once per process. */
 	static struct guest guests[HG_MAX_GUESTS];
 	struct host_clock hc;
-	uint64_t interval_ms = 100, ring_kib = 4096;
+	uint64_t interval_ms = 100, ring_kib = 4096, burst = HG_PROBE_BURST;
 	double interval_s;
 	unsigned int nr_guests = 0, g;
 	uint8_t *gbuf = NULL;
 	char note[512];
 	int c, fd, ret, i;
 
-	while ((c = getopt_long(argc, argv, "o:d:p:g:i:r:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "o:d:p:g:i:b:r:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'g':
 			if (nr_guests == HG_MAX_GUESTS) {
@@ -766,6 +774,13 @@ int cmd_record(int argc, char **argv)
 		case 'i':
 			if (!parse_u64(optarg, 3600 * 1000, &interval_ms)) {
 				hg_err("--probe-interval wants milliseconds, not '%s'", optarg);
+				return HGCLOCK_EXIT_USAGE;
+			}
+			break;
+		case 'b':
+			if (!parse_u64(optarg, HG_PROBE_BURST_MAX, &burst) || !burst) {
+				hg_err("--probe-burst wants a count from 1 to %d, not '%s'",
+				       HG_PROBE_BURST_MAX, optarg);
 				return HGCLOCK_EXIT_USAGE;
 			}
 			break;
@@ -877,6 +892,7 @@ int cmd_record(int argc, char **argv)
 	for (g = 0; g < nr_guests; g++) {
 		guests[g].hc = &hc;
 		guests[g].interval_s = interval_s;
+		guests[g].burst = (unsigned int)burst;
 	}
 	if (!ret)
 		ret = write_tracked(&w, fd, &hc);
@@ -938,7 +954,7 @@ int cmd_record(int argc, char **argv)
 			if (gs->fd < 0 || gs->probe_fd >= 0 || !gs->can_probe || gs->probe_pending ||
 			    !interval_ms || now_s() < gs->next_probe)
 				continue;
-			gs->burst_left = HG_PROBE_BURST - 1;
+			gs->burst_left = gs->burst - 1;
 			ret = send_probe(gs, &hc);
 			if (ret) {
 				hg_err("guest %s: probe: %s", gs->spec, strerror(-ret));

@@ -90,7 +90,7 @@ mkdir -p $ftr && echo x86-tsc >$ftr/trace_clock && echo 1 >$ftr/events/kvm/kvm_c
 	echo 1 >$ftr/tracing_on || echo "# cannot trace kvm_cpuid"
 offsets() { for v in "$dbg"/vcpu*; do echo "${v##*/vcpu} $(cat "$v/tsc-offset")"; done; }
 offsets >/tmp/offsets-1
-"$tool" record -o /tmp/pair.hgc --duration 600 --probe-interval 50 --guest vsock:3 \
+"$tool" record -o /tmp/pair.hgc --duration 600 --probe-interval 50 --probe-burst 8 --guest vsock:3 \
 	2>/tmp/pair.err &
 recorder=$!
 sleep 2

@@ -26,6 +26,7 @@ mkdir -p $truth && echo x86-tsc >$truth/trace_clock &&
 dbg=$(guest_debugfs)
 for v in "$dbg"/vcpu*; do echo "${v##*/vcpu} $(cat "$v/tsc-offset")"; done >"$out/offsets-start"
 "$tool" record -o "$out/bench.hgc" --duration 900 --probe-interval 50 --guest vsock:3 \
+	${HGCLOCK_BENCH_PROBE_BURST:+--probe-burst "$HGCLOCK_BENCH_PROBE_BURST"} \
 	2>"$out/record.err" &
 recorder=$!
 sleep 2

@@ -12,6 +12,7 @@
 #   HGCLOCK_SYNC_SCENARIOS  default "steady moving"
 #   HGCLOCK_BENCH_SECONDS   length of each trace-cmd recording (default 10)
 #   HGCLOCK_BENCH_CLOCKS    trace-cmd's clocks (default "local x86-tsc")
+#   HGCLOCK_BENCH_PROBE_BURST  hgclock record --probe-burst (default: its own)
 set -u -o pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$top"
@@ -38,7 +39,8 @@ for scenario in ${HGCLOCK_SYNC_SCENARIOS:-steady moving}; do
 		log=/tmp/hgclock-sync-$scenario.log
 		tools/vm/nested --kernel "$kver" --append "$append" --timeout 1200 "${files[@]}" \
 			--env HGCLOCK_BENCH_SECONDS="${HGCLOCK_BENCH_SECONDS:-10}" \
-			--env HGCLOCK_BENCH_CLOCKS="${HGCLOCK_BENCH_CLOCKS:-local x86-tsc}" -- \
+			--env HGCLOCK_BENCH_CLOCKS="${HGCLOCK_BENCH_CLOCKS:-local x86-tsc}" \
+			--env HGCLOCK_BENCH_PROBE_BURST="${HGCLOCK_BENCH_PROBE_BURST:-}" -- \
 			tools/bench/sync-host.sh tools/bench/sync-guest.sh >"$log" 2>&1 && { ok=1; break; }
 		# The nested guest does not always survive trace-cmd's sessions
 		# (an emulator fault in it): what was recorded until then is
