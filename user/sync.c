@@ -1428,7 +1428,7 @@ static size_t offset_changes(const struct hgsync *s, const struct hgsync_guest *
  */
 struct probe_at {
 	uint64_t host_tsc;		/* of the send, or of the host's reading */
-	struct hgsync_obs tsc, sched;	/* the sample on either clock */
+	struct hgsync_obs o;		/* the sample on the clock being fitted */
 };
 
 static int cmp_probe_at(const void *a, const void *b)
@@ -1459,14 +1459,16 @@ static int probe_epochs(const struct hgsync *s, struct hgsync_guest *g, uint32_t
 
 			if (x->guest_cpu == cpu)
 				at[np++] = (struct probe_at){ x->host_tsc,
-					xpair_obs(s, g, x, HGCOR_CLOCK_TSC),
-					xpair_obs(s, g, x, HGCOR_CLOCK_SCHED) };
+							      xpair_obs(s, g, x, clock) };
 		} else {
 			const struct hgcor_probe *p = &g->probes[i];
 
-			if (p->guest_cpu == cpu)
-				at[np++] = (struct probe_at){ p->host_tsc_send,
-					{ p->guest_tsc, p->host_tsc_send, p->host_tsc_recv },
+			if (p->guest_cpu != cpu)
+				continue;
+			at[np++] = clock == HGCOR_CLOCK_TSC ?
+				(struct probe_at){ p->host_tsc_send,
+					{ p->guest_tsc, p->host_tsc_send, p->host_tsc_recv } } :
+				(struct probe_at){ p->host_tsc_send,
 					{ p->guest_sched_ns, p->host_ns_send, p->host_ns_recv } };
 		}
 	}
@@ -1481,7 +1483,7 @@ static int probe_epochs(const struct hgsync *s, struct hgsync_guest *g, uint32_t
 			continue;
 		hi = e < nc ? off[e].host_tsc : UINT64_MAX;
 		for (n = 0; j < np && (at[j].host_tsc < hi || e == nc); j++)
-			obs[n++] = clock == HGCOR_CLOCK_TSC ? at[j].tsc : at[j].sched;
+			obs[n++] = at[j].o;
 		ret = probe_segments(g, method, clock, (int)cpu, obs, n, khz, lo, hi, lo == 0);
 		lo = hi;
 	}
