@@ -18,9 +18,7 @@ hgclock agent --once --duration 900 2>/tmp/agent.log &
 agent=$!
 trace-cmd agent >/tmp/tc-agent.log 2>&1 &
 tcagent=$!
-for cpu in 0 1; do
-	taskset -c $cpu sh -c 'while :; do sleep 0.01; done' &
-done
+guest_sleepers 0.01
 echo "GUEST-WAITING"
 host_wait DONE || exit 1
 kill $agent $tcagent 2>/dev/null

@@ -1,6 +1,6 @@
 # Guest side of the moving-offsets scenario (tools/vm/nested GUEST_SCRIPT,
 # host VM booted with tsc=unstable): the hgclock agent serves the host
-# (its exit pairings every 10 ms), and markers on both vCPUs give the
+# (its exit pairings every 100 ms), and markers on both vCPUs give the
 # checks their readings.  Talks to the host through host_wait (ttyS1) and
 # markers on the console.
 echo "guest: kernel $(uname -r)"
@@ -9,9 +9,7 @@ hgclock info | grep -E 'clocksource|conversion|exact'
 hgclock agent --once --duration 600 2>/tmp/agent.log &
 agent=$!
 # A light workload: the vCPUs sleep and wake, and KVM reloads them.
-for cpu in 0 1; do
-	taskset -c $cpu sh -c 'while :; do sleep 0.01; done' &
-done
+guest_sleepers 0.01
 echo "GUEST-WAITING"
 host_wait MARKS || exit 1
 for round in 0 1 2 3; do

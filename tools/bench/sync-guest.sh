@@ -13,9 +13,7 @@ agent=$!
 trace-cmd agent >/tmp/tc-agent.log 2>&1 &
 tcagent=$!
 # Wake-ups on both vCPUs: sched_switch events all along.
-for cpu in 0 1; do
-	taskset -c $cpu sh -c 'while :; do sleep 0.02; done' &
-done
+guest_sleepers 0.02
 # Markers all along (hgclock mark: readings, each followed by a CPUID exit
 # the host traces): ground truth for x86-tsc even while KVM moves the
 # offsets, anchored at each marker's exit.
