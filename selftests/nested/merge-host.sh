@@ -21,23 +21,10 @@ move_ms=${HGCLOCK_MERGE_MOVE_MS:-300}
 rm -f "$out"/merge.hgc "$out"/host.dat "$out"/host-guest.dat
 
 insmod "$HGCLOCK_KO" || { echo "merge: insmod failed"; return 1; }
-# KVM now (guest_start would load it): its events must exist to be held.
-modprobe "$HGCLOCK_KVM_MODULE" || { echo "merge: modprobe $HGCLOCK_KVM_MODULE failed"; return 1; }
-tracefs=/sys/kernel/tracing
-[ -d $tracefs/instances ] || mount -t tracefs nodev $tracefs
-# Enable the traced events once before the guest starts, in an instance of
-# their own: enabling a tracepoint patches kernel text, the moment QEMU's
-# multi-threaded TCG handles worst (tools/vm/run); trace-cmd's enabling
-# later then patches nothing.
-hold=$tracefs/instances/hold
-mkdir -p $hold
-for ev in $host_events; do
-	case $ev in
-	-e) ;;
-	*:*) echo 1 >"$hold/events/${ev%%:*}/${ev#*:}/enable" ;;
-	*) echo 1 >"$hold/events/$ev/enable" ;;
-	esac
-done
+# The traced events enabled once before the guest starts (nested-lib.sh):
+# trace-cmd's enabling later then patches no kernel text.
+# shellcheck disable=SC2046
+hold_text_patches $(printf '%s\n' $host_events | grep -v '^-e$') || return 1
 guest_start || return 1
 guest_wait GUEST-WAITING 300 >/dev/null || { echo "merge: the guest never came up"; return 125; }
 echo "merge: guest up"
@@ -76,6 +63,6 @@ rc=$?
 sed 's/^/# record: /' "$out/record.err" | tail -n 3
 guest_send DONE
 guest_wait "guest: done" 60 >/dev/null
-rmdir $hold 2>/dev/null
+hold_release
 ls -l "$out"/merge.hgc "$out"/host.dat "$out"/host-guest.dat 2>&1 | sed 's/^/merge: /'
 [ $tc -eq 0 ] && [ $rc -eq 0 ]

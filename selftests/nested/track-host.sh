@@ -11,6 +11,8 @@ if insmod "$HGCLOCK_KO"; then tap ok nested.insmod_before_kvm; else tap not-ok n
 reader=$!
 sleep 0.5
 
+# The events step 4 traces, enabled before the guest runs (nested-lib.sh).
+hold_text_patches kvm:kvm_cpuid kvm:kvm_write_tsc_offset || { tap not-ok nested.hold_text_patches; return 1; }
 guest_start || { tap not-ok nested.guest_start; return 1; }
 if guest_wait GUEST-WAITING 300 >/dev/null; then
 	tap ok nested.guest_up

@@ -8,12 +8,9 @@ out=$(dirname "$HGCLOCK_GUEST_CONSOLE")
 secs=${HGCLOCK_BENCH_SECONDS:-10}
 insmod "$HGCLOCK_KO" || return 1
 tracefs=/sys/kernel/tracing
-[ -d $tracefs/instances ] || mount -t tracefs nodev $tracefs
-# The events trace-cmd will enable, enabled once before the guest starts
-# (text patching under multi-threaded TCG is the fragile moment).
-mkdir -p $tracefs/instances/hold && echo 1 >$tracefs/instances/hold/events/sched/sched_switch/enable &&
-	echo 1 >$tracefs/instances/hold/events/kvm/kvm_cpuid/enable &&
-	echo 1 >$tracefs/instances/hold/events/kvm/kvm_write_tsc_offset/enable
+# The events trace-cmd and the truth will enable, enabled once before the
+# guest starts (text patching under multi-threaded TCG, nested-lib.sh).
+hold_text_patches sched:sched_switch kvm:kvm_cpuid kvm:kvm_write_tsc_offset || return 1
 guest_start || return 1
 guest_wait GUEST-WAITING 300 >/dev/null || { echo "bench: the guest never came up"; return 125; }
 sleep 1
@@ -51,5 +48,5 @@ ls -la "$out"/tc-*.dat | sed 's/^/# /'
 guest_send DONE
 guest_wait "guest: done" 60 >/dev/null
 grep -a -o 'MARK {[^}]*}' "$HGCLOCK_GUEST_CONSOLE" | sed 's/^MARK //' >"$out/marks.jsonl"
-rmdir $tracefs/instances/hold 2>/dev/null
+hold_release
 return $rc
