@@ -61,6 +61,7 @@ done
 guest_send DONE
 guest_wait "guest: done" 120 >/dev/null
 guest_wait "HGCLOCK-GUEST-EXIT:" 120 >/dev/null
+hold_release
 rmmod hgclock && tap ok nested_moving.rmmod || tap not-ok nested_moving.rmmod
 errs=$(dmesg | grep -E 'WARNING:|BUG:|Oops|general protection|lockdep|KASAN|UBSAN|Call Trace')
 [ -z "$errs" ] && tap ok nested_moving.dmesg_clean || { tap not-ok nested_moving.dmesg_clean; echo "$errs" | sed 's/^/# /'; }

@@ -157,6 +157,7 @@ sleep 1
 # The vCPU threads are gone: so are their table entries.
 n=$("$tool" vcpus --json | grep -c '"kvm": true')
 [ "$n" -eq 0 ] && tap ok nested.vcpu_exit_untracks || tap not-ok nested.vcpu_exit_untracks "$n left"
+hold_release
 rmmod hgclock && tap ok nested.rmmod || tap not-ok nested.rmmod
 errs=$(dmesg | grep -E 'WARNING:|BUG:|Oops|general protection|lockdep|KASAN|UBSAN|Call Trace')
 [ -z "$errs" ] && tap ok nested.dmesg_clean || { tap not-ok nested.dmesg_clean; echo "$errs" | sed 's/^/# /'; }
