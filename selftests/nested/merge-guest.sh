@@ -4,15 +4,8 @@
 echo "guest: kernel $(uname -r)"
 events=${HGCLOCK_MERGE_GUEST_EVENTS:--e sched:sched_switch -e sched:sched_wakeup}
 # Enable the traced events once, now (see merge-host.sh).
-hold=/sys/kernel/tracing/instances/hold
-mkdir -p $hold
-for ev in $events; do
-	case $ev in
-	-e) ;;
-	*:*) echo 1 >"$hold/events/${ev%%:*}/${ev#*:}/enable" ;;
-	*) echo 1 >"$hold/events/$ev/enable" ;;
-	esac
-done
+# shellcheck disable=SC2046
+hold_events $(printf '%s\n' $events | grep -v '^-e$') || echo "guest: cannot hold the events"
 insmod /hgclock.ko || exit 1
 hgclock agent --once --duration 900 2>/tmp/agent.log &
 agent=$!

@@ -2,11 +2,11 @@
 # hgclock agent and trace-cmd's agent serve the host; a light workload
 # gives trace-cmd's guest trace events to convert.
 echo "guest: kernel $(uname -r)"
-# Enable the traced event once, now, in an instance of its own: enabling
-# a tracepoint patches kernel text, which the emulated nested guest does
-# not always survive; trace-cmd's own enabling later then patches nothing.
-mkdir -p /sys/kernel/tracing/instances/hold &&
-	echo 1 >/sys/kernel/tracing/instances/hold/events/sched/sched_switch/enable
+# Enable the traced event once, now (hold_events, in the guest's init):
+# enabling a tracepoint patches kernel text, which the emulated nested
+# guest does not always survive; trace-cmd's own enabling later then
+# patches nothing.
+hold_events sched:sched_switch || echo "guest: cannot hold the events"
 insmod /hgclock.ko || exit 1
 hgclock agent --once --duration 900 2>/tmp/agent.log &
 agent=$!

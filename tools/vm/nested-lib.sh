@@ -42,28 +42,32 @@ guest_debugfs() {
 
 # hold_text_patches [EVENT...]: before guest_start, the kernel text
 # patches a run would otherwise make while the guest runs.  Enabling a
-# tracepoint, or adding a second probe to one (its static call then goes
-# through the iterator), patches kernel text, and QEMU's multi-threaded
+# tracepoint, or adding its second probe (its static call then goes
+# through the iterator, at every call site), patches kernel text; a third
+# probe does not.  QEMU's multi-threaded
 # TCG now and then runs the old code after that ("Oops: int3",
 # tools/vm/run): in CI on 2026-11-29 at __schedule right after qemu made
 # its VM, and in kvm_arch_vcpu_ioctl_run after the host enabled KVM's
 # events mid-run.  So, with nothing of the guest running yet: KVM is
-# loaded, each EVENT (as "kvm:kvm_cpuid" or "kvm") is enabled in a
-# tracefs instance of its own, "hold" (tracing off: it records nothing),
-# which keeps every later enabling of it from patching, and a VM without vCPUs is made and kept (its
+# loaded, each EVENT (as "kvm:kvm_cpuid" or "kvm") is enabled in two
+# tracefs instances of their own, "hold" and "hold2" (tracing off: they
+# record nothing), which keeps every later enabling of it from patching,
+# and a VM without vCPUs is made and kept (its
 # process is $HOLD_VM_PID), which turns on what KVM patches in for its
 # first VM (the scheduler's preempt notifiers).  hold_release undoes both.
 hold_text_patches() {
-	local hold=/sys/kernel/tracing/instances/hold ev
+	local hold ev
 
 	modprobe "$HGCLOCK_KVM_MODULE" || { echo "hold: modprobe $HGCLOCK_KVM_MODULE failed"; return 1; }
 	[ -d /sys/kernel/tracing/instances ] || mount -t tracefs nodev /sys/kernel/tracing
-	mkdir -p "$hold" && echo 0 >"$hold/tracing_on" || return 1
-	for ev; do
-		case $ev in
-		*:*) echo 1 >"$hold/events/${ev%%:*}/${ev#*:}/enable" ;;
-		*) echo 1 >"$hold/events/$ev/enable" ;;
-		esac || { echo "hold: cannot enable $ev"; return 1; }
+	for hold in /sys/kernel/tracing/instances/hold /sys/kernel/tracing/instances/hold2; do
+		mkdir -p "$hold" && echo 0 >"$hold/tracing_on" || return 1
+		for ev; do
+			case $ev in
+			*:*) echo 1 >"$hold/events/${ev%%:*}/${ev#*:}/enable" ;;
+			*) echo 1 >"$hold/events/$ev/enable" ;;
+			esac || { echo "hold: cannot enable $ev"; return 1; }
+		done
 	done
 	# KVM_CREATE_VM is _IO(0xae, 1).
 	python3 -c 'import fcntl, os, signal
@@ -83,7 +87,7 @@ signal.pause()' >/tmp/hold-vm.out 2>&1 &
 hold_release() {
 	[ -n "${HOLD_VM_PID:-}" ] && kill "$HOLD_VM_PID" 2>/dev/null && wait "$HOLD_VM_PID" 2>/dev/null
 	HOLD_VM_PID=
-	rmdir /sys/kernel/tracing/instances/hold 2>/dev/null
+	rmdir /sys/kernel/tracing/instances/hold /sys/kernel/tracing/instances/hold2 2>/dev/null
 	return 0
 }
 
