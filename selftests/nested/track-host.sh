@@ -11,8 +11,12 @@ if insmod "$HGCLOCK_KO"; then tap ok nested.insmod_before_kvm; else tap not-ok n
 reader=$!
 sleep 0.5
 
-# The events step 4 traces, enabled before the guest runs (nested-lib.sh).
-hold_text_patches kvm:kvm_cpuid kvm:kvm_write_tsc_offset || { tap not-ok nested.hold_text_patches; return 1; }
+# Before the guest runs (nested-lib.sh): the events step 4 traces, and
+# every tracepoint hgclock probes, so that unloading and loading it while
+# the guest runs (step 5) patches no text either.
+hold_text_patches kvm:kvm_cpuid kvm:kvm_write_tsc_offset kvm:kvm_entry kvm:kvm_pvclock_update \
+	sched:sched_switch sched:sched_migrate_task sched:sched_process_exit ||
+	{ tap not-ok nested.hold_text_patches; return 1; }
 guest_start || { tap not-ok nested.guest_start; return 1; }
 if guest_wait GUEST-WAITING 300 >/dev/null; then
 	tap ok nested.guest_up
