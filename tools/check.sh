@@ -82,6 +82,30 @@ fi
 # shellcheck source=tools/vm/lib.sh
 . tools/vm/lib.sh
 
+# run_vm NAME KVER APPEND KO: the kselftests in a VM booting KVER, output
+# in NAME.out and exit status in NAME.rc under $log_dir.
+run_vm() {
+	local name=$1 kver=$2 append=$3 ko=$4 attempt rc
+
+	rm -f "$log_dir/$name.rc"
+	for attempt in 1 2; do
+		# Single-threaded TCG: loading the module patches kernel
+		# text (tracepoint static keys), which multi-threaded TCG
+		# in QEMU 7.2 sometimes misses ("Oops: int3", see
+		# tools/vm/run).  The nested testbed needs multi.
+		tools/vm/run --kernel "$kver" ${append:+--append "$append"} \
+			--tcg-thread single --timeout 900 -- \
+			"selftests/vm-tests.sh '$build' '$ko'" \
+			>"$log_dir/$name.out" 2>&1
+		rc=$?
+		# 125: the VM never reached the command (infrastructure);
+		# retry once, then report it as such.
+		[ $rc -eq 125 ] && [ $attempt -eq 1 ] && { note "$name: VM did not start, retrying"; continue; }
+		break
+	done
+	echo "$rc" >"$log_dir/$name.rc"
+}
+
 kernels=${HGCLOCK_KERNELS:-6.1 6.12 6.12-rt}
 for series in $kernels; do
 	kver=$(vm_series_kernel "$series")
@@ -97,26 +121,26 @@ for series in $kernels; do
 		own not-ok "module_build_w1_$series"
 		continue
 	fi
-	for mode in ${HGCLOCK_TSC_MODES:-default reliable}; do
+	# The TSC modes of a series boot side by side (HGCLOCK_VM_JOBS,
+	# default 2): each VM is one single-threaded TCG process, one host
+	# core; their results are then read in order.
+	modes=${HGCLOCK_TSC_MODES:-default reliable}
+	running=0
+	for mode in $modes; do
 		append=""
 		[ "$mode" = reliable ] && append="tsc=reliable"
-		name="vm_${series}_tsc_${mode}"
 		note "VM $kver ($mode TSC): kselftests"
-		for attempt in 1 2; do
-			# Single-threaded TCG: loading the module patches kernel
-			# text (tracepoint static keys), which multi-threaded TCG
-			# in QEMU 7.2 sometimes misses ("Oops: int3", see
-			# tools/vm/run).  The nested testbed needs multi.
-			tools/vm/run --kernel "$kver" ${append:+--append "$append"} \
-				--tcg-thread single --timeout 900 -- \
-				"selftests/vm-tests.sh '$build' '$ko'" \
-				>"$log_dir/$name.out" 2>&1
-			rc=$?
-			# 125: the VM never reached the command (infrastructure);
-			# retry once, then report it as such.
-			[ $rc -eq 125 ] && [ $attempt -eq 1 ] && { note "VM did not start, retrying"; continue; }
-			break
-		done
+		run_vm "vm_${series}_tsc_${mode}" "$kver" "$append" "$ko" &
+		running=$((running + 1))
+		if [ "$running" -ge "${HGCLOCK_VM_JOBS:-2}" ]; then
+			wait -n
+			running=$((running - 1))
+		fi
+	done
+	wait
+	for mode in $modes; do
+		name="vm_${series}_tsc_${mode}"
+		rc=$(cat "$log_dir/$name.rc" 2>/dev/null || echo 125)
 		sed "s/^\(\(not \)\?ok [0-9]*\) /\1 $name: /" "$log_dir/$name.out" | tee -a "$tap_log"
 		case $rc in
 		0) own ok "$name" ;;
