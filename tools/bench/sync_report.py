@@ -29,7 +29,7 @@ def run(*args, inp=None):
     return r.stdout
 
 
-TS = re.compile(r"\[(\d+)\]\s+(?:\S+\s+)?(\d+)(?:\.(\d+))?:\s")
+TS = re.compile(r"\[(\d+)\]\s*(?:\S+\s+)?(\d+)(?:\.(\d+))?:\s")
 
 
 def events(dat, raw):
