@@ -229,6 +229,21 @@ int hgsync_fit(struct hgsync_obs *obs, size_t n, struct hgcor_segment *seg)
 		if (e > bound)
 			bound = e;
 	}
+	/*
+	 * That holds while the true mapping is a line.  Where it is not (a
+	 * guest clock that steps: kvm-clock while KVM moves the offsets),
+	 * some brackets miss the fit altogether.  The truth at each of those
+	 * is still inside its bracket, so the bound reaches the far end of
+	 * every bracket the line misses too.
+	 */
+	for (i = 0; i < n; i++) {
+		uint64_t y = hgsync_probe_apply(seg, obs[i].x);
+		uint64_t e1 = y > obs[i].lo ? y - obs[i].lo : obs[i].lo - y;
+		uint64_t e2 = y > obs[i].hi ? y - obs[i].hi : obs[i].hi - y;
+
+		if ((y < obs[i].lo || y > obs[i].hi) && (e1 > bound || e2 > bound))
+			bound = e1 > e2 ? e1 : e2;
+	}
 	seg->bound_ns = bound + 1;
 
 	/*

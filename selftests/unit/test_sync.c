@@ -432,6 +432,48 @@ TEST(fit_drift_wide_samples_only)
 	EXPECT_GT(1000000, seg.bound_ns);
 }
 
+/*
+ * A clock that steps (kvm-clock while KVM moves the offsets): for a short
+ * stretch the truth is 3 ms off the line.  No line fits every bracket, so
+ * the bound must widen to cover the observations the line misses; the
+ * tight ones the fit keeps all lie off that stretch.
+ */
+TEST(fit_stepped_clock_bound_covers_observations)
+{
+	const uint64_t step_ns = 3000000, blip_start = FIT_X0 + FIT_SPAN / 2,
+		       blip_end = blip_start + FIT_SPAN / 100;
+	struct hgsync_obs obs[1000];
+	struct hgcor_segment seg;
+	size_t nblip = 0;
+
+	rng_seed(9);
+	make_obs(obs, 1000, 10);
+	for (size_t i = 0; i < 1000; i++) {
+		uint64_t x = obs[i].x;
+
+		if (x < blip_start || x >= blip_end)
+			continue;
+		/* Wide brackets around the stepped truth. */
+		obs[i].lo = fit_truth(x) + step_ns - rnd_range(20000, 500000);
+		obs[i].hi = fit_truth(x) + step_ns + rnd_range(20000, 500000);
+		nblip++;
+	}
+	ASSERT_LT(0, nblip);
+	memset(&seg, 0, sizeof(seg));
+	ASSERT_EQ(0, hgsync_fit(obs, 1000, &seg));
+	for (size_t i = 0; i < 1000; i++) {
+		uint64_t x = obs[i].x;
+		uint64_t truth = fit_truth(x) + (x >= blip_start && x < blip_end ? step_ns : 0);
+		uint64_t e = absdiff(hgsync_probe_apply(&seg, x), truth);
+
+		ASSERT_LE(e, seg.bound_ns) TH_LOG("observation at %llu: error %llu, bound %llu",
+						  (unsigned long long)x, (unsigned long long)e,
+						  (unsigned long long)seg.bound_ns);
+	}
+	/* And no wider than the step and a bracket or two. */
+	EXPECT_GT(step_ns + 1000000, seg.bound_ns) TH_LOG("bound %llu", (unsigned long long)seg.bound_ns);
+}
+
 TEST(fit_two_and_fewer)
 {
 	struct hgsync_obs obs[2] = {
