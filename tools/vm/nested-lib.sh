@@ -43,18 +43,18 @@ guest_debugfs() {
 # hold_text_patches [EVENT...]: before guest_start, the kernel text
 # patches a run would otherwise make while the guest runs.  Enabling a
 # tracepoint, or adding its second probe (its static call then goes
-# through the iterator, at every call site), patches kernel text; a third
-# probe does not.  QEMU's multi-threaded
-# TCG now and then runs the old code after that ("Oops: int3",
-# tools/vm/run): in CI on 2026-11-29 at __schedule right after qemu made
-# its VM, and in kvm_arch_vcpu_ioctl_run after the host enabled KVM's
-# events mid-run.  So, with nothing of the guest running yet: KVM is
-# loaded, each EVENT (as "kvm:kvm_cpuid" or "kvm") is enabled in two
-# tracefs instances of their own, "hold" and "hold2" (tracing off: they
-# record nothing), which keeps every later enabling of it from patching,
-# and a VM without vCPUs is made and kept (its
-# process is $HOLD_VM_PID), which turns on what KVM patches in for its
-# first VM (the scheduler's preempt notifiers).  hold_release undoes both.
+# through the iterator, at every call site), patches kernel text; a
+# third probe does not.  QEMU's multi-threaded TCG now and then runs the
+# old code after such a patch ("Oops: int3", tools/vm/run): in CI on
+# 2026-11-29 at __schedule right after qemu made its VM, and in
+# kvm_arch_vcpu_ioctl_run after the host enabled KVM's events mid-run.
+# So, with nothing of the guest running yet: KVM is loaded; each EVENT
+# (as "kvm:kvm_cpuid" or "kvm") is enabled in two tracefs instances of
+# their own, "hold" and "hold2" (tracing off: they record nothing),
+# which keeps every later enabling of it from patching; and a VM without
+# vCPUs is made and kept (its process is $HOLD_VM_PID), which turns on
+# what KVM patches in for its first VM (the scheduler's preempt
+# notifiers).  hold_release undoes both.
 hold_text_patches() {
 	local hold ev
 
