@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -197,16 +198,37 @@ TEST_F(track, migrations_match_moves)
 	EXPECT_EQ(HGCLOCK_REC_VCPU_EXIT, self->c.recs[self->c.nr - 1].hdr.type);
 }
 
+/* This thread's context switches so far (voluntary or not). */
+static long switches_so_far(void)
+{
+	struct rusage ru;
+
+	if (getrusage(RUSAGE_THREAD, &ru))
+		return -1;
+	return ru.ru_nvcsw + ru.ru_nivcsw;
+}
+
 /* RUN and STOP alternate per CPU and say where the thread ran. */
 TEST_F(track, run_stop_records)
 {
 	pid_t tid = gettid_();
 	int i, runs = 0, stops = 0, running_on = -1;
+	long sw0;
 
 	pin_self(0);
+	sw0 = switches_so_far();
+	ASSERT_LE(0, sw0);
 	ASSERT_EQ(0, track(self->fd, tid, HGCLOCK_TRACK_ADD));
-	for (i = 0; i < 20; i++)
-		usleep(1000);	/* each sleep: a STOP, then a RUN */
+	/*
+	 * Sleep until the thread has switched out 21 times: each switch is
+	 * a STOP, then a RUN.  Not 20 sleeps: a sleep whose timer fires
+	 * before the thread gets to schedule() does not switch at all (seen
+	 * on the debug kernel under TCG, 19 of 20); one more than counted,
+	 * for a switch inside the ADD before the thread was tracked.
+	 */
+	for (i = 0; i < 200 && switches_so_far() - sw0 < 21; i++)
+		usleep(1000);
+	ASSERT_LE(21, switches_so_far() - sw0);
 	ASSERT_EQ(0, track(self->fd, tid, HGCLOCK_TRACK_REMOVE));
 
 	self->c.tid = tid;
