@@ -232,10 +232,10 @@ static struct hgcor_probe make_probe(const struct hgclock_now *send, const struc
 /*
  * The probe thread: every interval, --probe-burst exchanges back to
  * back, each timed by the host's clock read right before the send and
- * right after the reply is in.  Back to back, because a request that
- * finds the guest's vCPU idle waits for it to wake while the reply does
- * not: the later ones of a burst go both ways on hot paths, and their
- * two legs differ least (the fit's bound is half that difference).  Ends on the stop flag or a broken channel.
+ * right after the reply is in.  A longer burst gives the fit more chances
+ * at a fast request and a fast reply; under nested TCG the fastest legs
+ * were the same at every position of a burst (Documentation/sync.rst).
+ * Ends on the stop flag or a broken channel.
  */
 static void *probe_thread_fn(void *arg)
 {
