@@ -130,6 +130,15 @@ static int cmp_obs_x(const void *a, const void *b)
 
 #define FIT_BUCKETS 32
 
+/* The distance from @y to the far end of @o's bracket. */
+static uint64_t far_end(uint64_t y, const struct hgsync_obs *o)
+{
+	uint64_t e1 = y > o->lo ? y - o->lo : o->lo - y;
+	uint64_t e2 = y > o->hi ? y - o->hi : o->hi - y;
+
+	return e1 > e2 ? e1 : e2;
+}
+
 int hgsync_fit(struct hgsync_obs *obs, size_t n, struct hgcor_segment *seg)
 {
 	size_t kept[FIT_BUCKETS], nk = 0, b, i, per;
@@ -220,11 +229,7 @@ int hgsync_fit(struct hgsync_obs *obs, size_t n, struct hgcor_segment *seg)
 	 * error stays below the larger of its neighbours' bounds.
 	 */
 	for (i = 0; i < nk; i++) {
-		const struct hgsync_obs *o = &obs[kept[i]];
-		uint64_t y = hgsync_probe_apply(seg, o->x);
-		uint64_t e1 = y > o->lo ? y - o->lo : o->lo - y;
-		uint64_t e2 = y > o->hi ? y - o->hi : o->hi - y;
-		uint64_t e = e1 > e2 ? e1 : e2;
+		uint64_t e = far_end(hgsync_probe_apply(seg, obs[kept[i]].x), &obs[kept[i]]);
 
 		if (e > bound)
 			bound = e;
@@ -238,11 +243,9 @@ int hgsync_fit(struct hgsync_obs *obs, size_t n, struct hgcor_segment *seg)
 	 */
 	for (i = 0; i < n; i++) {
 		uint64_t y = hgsync_probe_apply(seg, obs[i].x);
-		uint64_t e1 = y > obs[i].lo ? y - obs[i].lo : obs[i].lo - y;
-		uint64_t e2 = y > obs[i].hi ? y - obs[i].hi : obs[i].hi - y;
 
-		if ((y < obs[i].lo || y > obs[i].hi) && (e1 > bound || e2 > bound))
-			bound = e1 > e2 ? e1 : e2;
+		if ((y < obs[i].lo || y > obs[i].hi) && far_end(y, &obs[i]) > bound)
+			bound = far_end(y, &obs[i]);
 	}
 	seg->bound_ns = bound + 1;
 
