@@ -24,33 +24,54 @@ TRACECMD_CFLAGS := $(shell pkg-config --cflags libtracecmd libtraceevent 2>/dev/
 TRACECMD_LIBS := $(shell pkg-config --libs libtracecmd libtraceevent 2>/dev/null || \
 	echo -ltracecmd -ltracefs -ltraceevent)
 USER_CFLAGS += $(TRACECMD_CFLAGS)
-USER_LDFLAGS := $(EXTRA_LDFLAGS) $(TRACECMD_LIBS) -lpthread -lm
+# Compressed sections of the correlation file (file-format.rst) with libzstd
+# (libzstd-dev); without it the library neither writes nor reads them.
+ZSTD_CFLAGS := $(shell pkg-config --cflags libzstd 2>/dev/null || echo -DHGCLOCK_NO_ZSTD)
+ZSTD_LIBS := $(shell pkg-config --libs libzstd 2>/dev/null)
+USER_CFLAGS += $(ZSTD_CFLAGS)
+USER_LDFLAGS := $(EXTRA_LDFLAGS) $(TRACECMD_LIBS) $(ZSTD_LIBS) -lpthread -lm
 
-LIB_SRCS := user/libhgclock.c user/ring.c user/uclock.c user/corr.c user/proto.c \
+LIB_SRCS := user/libhgclock.c user/ring.c user/uclock.c user/corr.c user/corr_check.c user/proto.c \
 	user/sync.c
-TOOL_SRCS := user/hgclock.c user/util.c user/json.c \
+# Exit pairing by trace_marker for guests without the module (pure part; guest binary too)
+LIB_SRCS += user/markpair.c
+TOOL_SRCS := user/hgclock.c user/util.c user/output.c user/json.c \
 	user/cmd_info.c user/cmd_now.c user/cmd_snapshots.c user/cmd_vcpus.c user/cmd_records.c user/recprint.c \
-	user/cmd_record.c user/cmd_dump.c user/cmd_agent.c user/cmd_convert.c user/cmd_mark.c \
+	user/cmd_record.c user/cmd_recover.c user/cmd_dump.c user/cmd_agent.c user/cmd_convert.c user/cmd_mark.c \
 	user/cmd_merge.c user/merge.c user/merge_out.c user/merge_par.c user/cmd_plot.c
+# Input parsing and plot axes, also unit-tested (test_lib)
+TOOL_SRCS += user/vcpu_lines.c user/plot_axis.c
+# Finding a guest's VM (record --guest domain:NAME), unit-tested (test_vmfind)
+TOOL_SRCS += user/vmfind.c
+# pairmark (guest side) and reading its markers from a guest trace.dat (host side)
+TOOL_SRCS += user/cmd_pairmark.c user/markpair_trace.c
 LIB := $(BUILD)/user/libhgclock.a
 TOOL := $(BUILD)/user/hgclock
+# hgclock-guest: the guest-side commands alone (user/guest_main.c), without merge and
+# so without libtracecmd; the hgclock-guest package (Documentation/install.rst).
+GUEST_SRCS := user/guest_main.c user/util.c user/output.c user/json.c \
+	user/cmd_info.c user/cmd_now.c user/cmd_agent.c user/cmd_mark.c user/cmd_pairmark.c
+GUEST := $(BUILD)/user/hgclock-guest
 
 KSFT_DIR := $(BUILD)/ksft
 KSFT_HDR := $(KSFT_DIR)/kselftest_harness.h
-SELFTEST_CFLAGS := -O2 -g -std=gnu11 -Wall -Werror -D_GNU_SOURCE -Iinclude/uapi -Iuser -I$(KSFT_DIR)
+SELFTEST_CFLAGS := -O2 -g -std=gnu11 -Wall -Werror -D_GNU_SOURCE -Iinclude/uapi -Iuser -I$(KSFT_DIR) \
+	$(ZSTD_CFLAGS)
 TRACEFS_CFLAGS := $(shell pkg-config --cflags libtracefs 2>/dev/null)
 TRACEFS_LIBS := $(shell pkg-config --libs libtracefs 2>/dev/null || echo -ltracefs -ltraceevent)
 
 SELFTESTS := $(BUILD)/selftests/hgclock_test $(BUILD)/selftests/ring_test \
 	$(BUILD)/selftests/track_test $(BUILD)/selftests/perm_test \
 	$(BUILD)/selftests/leak_test $(BUILD)/selftests/fuzz_ioctl_test \
-	$(BUILD)/selftests/stress_test
+	$(BUILD)/selftests/stress_test $(BUILD)/selftests/abi_test
 UNIT_TESTS := $(BUILD)/unit/test_json $(BUILD)/unit/test_lib $(BUILD)/unit/test_corr \
-	$(BUILD)/unit/test_sync $(BUILD)/unit/test_merge
+	$(BUILD)/unit/test_sync $(BUILD)/unit/test_merge $(BUILD)/unit/test_cli \
+	$(BUILD)/unit/test_identity $(BUILD)/unit/test_vmfind $(BUILD)/unit/test_markpair \
+	$(BUILD)/unit/test_manyguests
 BENCHES := $(BUILD)/bench/bench_read_clock $(BUILD)/bench/bench_ring \
-	$(BUILD)/bench/bench_pingpong
+	$(BUILD)/bench/bench_pingpong $(BUILD)/bench/bench_compress
 
-NESTED_HELPERS := $(BUILD)/selftests/tsc_adjust
+NESTED_HELPERS := $(BUILD)/selftests/tsc_adjust $(BUILD)/selftests/cpuid_flood
 
 .PHONY: all module user selftests unit check demo demo-module bench clean headers-check fuzz
 
@@ -59,7 +80,7 @@ all: module user selftests
 module:
 	tools/build-module.sh "$(KDIR)" "$(BUILD)/module"
 
-user: $(TOOL) $(LIB)
+user: $(TOOL) $(LIB) $(GUEST)
 
 $(BUILD)/user/%.o: user/%.c include/uapi/linux/hgclock.h $(wildcard user/*.h)
 	@mkdir -p $(dir $@)
@@ -71,6 +92,19 @@ $(LIB): $(LIB_SRCS:user/%.c=$(BUILD)/user/%.o)
 $(TOOL): $(TOOL_SRCS:user/%.c=$(BUILD)/user/%.o) $(LIB)
 	$(CC) $(USER_CFLAGS) -o $@ $^ $(USER_LDFLAGS)
 
+# Linked without TRACECMD_LIBS: tools/deb-check.sh checks it needs no libtracecmd.
+.PHONY: guest
+guest: $(GUEST)
+
+$(GUEST): $(GUEST_SRCS:user/%.c=$(BUILD)/user/%.o) $(LIB)
+	$(CC) $(USER_CFLAGS) -o $@ $^ $(EXTRA_LDFLAGS) $(ZSTD_LIBS) -lpthread -lm
+
+# The version from user/hgclock.c (VERSION, below), the one place it is defined.
+$(BUILD)/user/guest_main.o: user/guest_main.c user/hgclock.c include/uapi/linux/hgclock.h \
+		$(wildcard user/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(USER_CFLAGS) -DHGCLOCK_VERSION='"$(VERSION)"' -c -o $@ $<
+
 # The kselftest harness comes from Debian's linux-source tarball.
 $(KSFT_HDR):
 	tools/ksft-headers.sh "$(KSFT_DIR)"
@@ -78,25 +112,39 @@ $(KSFT_HDR):
 selftests: $(SELFTESTS) $(UNIT_TESTS) $(BENCHES) $(NESTED_HELPERS)
 
 # Guest-side helpers of the nested tests: static, the guest has no libc.
-$(BUILD)/selftests/tsc_adjust: selftests/nested/tsc_adjust.c
+$(NESTED_HELPERS): $(BUILD)/selftests/%: selftests/nested/%.c
 	@mkdir -p $(dir $@)
 	$(CC) -O2 -Wall -Wextra -Werror -D_GNU_SOURCE -static -o $@ $<
 
 $(BUILD)/selftests/%: selftests/%.c selftests/test_util.h $(KSFT_HDR) $(LIB) include/uapi/linux/hgclock.h
 	@mkdir -p $(dir $@)
-	$(CC) $(SELFTEST_CFLAGS) $(TRACEFS_CFLAGS) -o $@ $< $(LIB) $(TRACEFS_LIBS) -lpthread -lm
+	$(CC) $(SELFTEST_CFLAGS) $(TRACEFS_CFLAGS) -o $@ $< $(LIB) $(TRACEFS_LIBS) $(ZSTD_LIBS) \
+		-lpthread -lm
 
 $(BUILD)/unit/test_json: selftests/unit/test_json.c user/json.c $(KSFT_HDR)
 	@mkdir -p $(dir $@)
 	$(CC) $(SELFTEST_CFLAGS) -o $@ selftests/unit/test_json.c user/json.c
 
-$(BUILD)/unit/test_lib: selftests/unit/test_lib.c $(LIB) $(KSFT_HDR)
+$(BUILD)/unit/test_lib: selftests/unit/test_lib.c user/vcpu_lines.c user/plot_axis.c $(LIB) \
+		$(KSFT_HDR)
 	@mkdir -p $(dir $@)
-	$(CC) $(SELFTEST_CFLAGS) -o $@ selftests/unit/test_lib.c user/util.c $(LIB) -lm
+	$(CC) $(SELFTEST_CFLAGS) -o $@ selftests/unit/test_lib.c user/util.c user/vcpu_lines.c \
+		user/plot_axis.c $(LIB) $(ZSTD_LIBS) -lm
 
-$(BUILD)/unit/test_sync: selftests/unit/test_sync.c $(LIB) $(KSFT_HDR)
+$(BUILD)/unit/test_sync: selftests/unit/test_sync.c selftests/unit/gen.h $(LIB) $(KSFT_HDR)
 	@mkdir -p $(dir $@)
-	$(CC) $(SELFTEST_CFLAGS) -o $@ selftests/unit/test_sync.c $(LIB) -lm
+	$(CC) $(SELFTEST_CFLAGS) -o $@ selftests/unit/test_sync.c $(LIB) $(ZSTD_LIBS) -lm
+
+# vCPU identity: guest CPUs to KVM vcpu_ids (sync.rst)
+$(BUILD)/unit/test_identity: selftests/unit/test_identity.c selftests/unit/gen.h $(LIB) $(KSFT_HDR)
+	@mkdir -p $(dir $@)
+	$(CC) $(SELFTEST_CFLAGS) -o $@ selftests/unit/test_identity.c $(LIB) $(ZSTD_LIBS) -lm
+
+# Up to HGSYNC_MAX_GUESTS guests, allocated as loaded; on a 256 KiB stack
+$(BUILD)/unit/test_manyguests: selftests/unit/test_manyguests.c $(LIB) $(KSFT_HDR) user/merge.h selftests/unit/gen.h
+	@mkdir -p $(dir $@)
+	$(CC) $(SELFTEST_CFLAGS) -o $@ selftests/unit/test_manyguests.c $(LIB) $(ZSTD_LIBS) \
+		-lpthread -lm
 
 # Real recordings (selftests/data/capture.sh), unpacked next to the test.
 MERGE_DATA := $(BUILD)/unit/data/merge.hgc $(BUILD)/unit/data/host.dat \
@@ -106,28 +154,62 @@ $(BUILD)/unit/data/%: selftests/data/%.xz
 	xz -dc $< >$@.tmp && mv $@.tmp $@
 
 $(BUILD)/unit/test_merge: selftests/unit/test_merge.c user/merge.c user/merge_out.c user/merge_par.c \
-		user/json.c user/merge.h $(LIB) $(KSFT_HDR) $(MERGE_DATA)
+		user/json.c user/merge.h selftests/unit/gen.h $(LIB) $(KSFT_HDR) $(MERGE_DATA)
 	@mkdir -p $(dir $@)
 	$(CC) $(SELFTEST_CFLAGS) $(TRACECMD_CFLAGS) -o $@ selftests/unit/test_merge.c user/merge.c \
-		user/merge_out.c user/merge_par.c user/json.c $(LIB) $(TRACECMD_LIBS) -lpthread -lm
+		user/merge_out.c user/merge_par.c user/json.c $(LIB) $(TRACECMD_LIBS) $(ZSTD_LIBS) \
+		-lpthread -lm
 
-$(BUILD)/unit/test_corr: selftests/unit/test_corr.c user/corr.c user/corr.h $(KSFT_HDR)
+# The tool's command line against the recording and the docs (a script;
+# it finds the source tree's Documentation through @TOP@).
+$(BUILD)/unit/test_cli: selftests/unit/test_cli.sh $(TOOL) $(MERGE_DATA)
 	@mkdir -p $(dir $@)
-	$(CC) $(SELFTEST_CFLAGS) -o $@ selftests/unit/test_corr.c user/corr.c
+	sed 's|@TOP@|$(CURDIR)|' $< >$@.tmp && chmod +x $@.tmp && mv $@.tmp $@
+
+# Marker pairing for guests without the module (markpair.h)
+$(BUILD)/unit/test_markpair: selftests/unit/test_markpair.c selftests/unit/gen.h $(LIB) $(KSFT_HDR)
+	@mkdir -p $(dir $@)
+	$(CC) $(SELFTEST_CFLAGS) -o $@ selftests/unit/test_markpair.c $(LIB) $(ZSTD_LIBS) -lm
+
+$(BUILD)/unit/test_vmfind: selftests/unit/test_vmfind.c user/vmfind.c user/vmfind.h $(KSFT_HDR)
+	@mkdir -p $(dir $@)
+	$(CC) $(SELFTEST_CFLAGS) -o $@ selftests/unit/test_vmfind.c user/vmfind.c
+
+$(BUILD)/unit/test_corr: selftests/unit/test_corr.c user/corr.c user/corr_check.c user/corr.h \
+		user/corr_check.h selftests/unit/gen.h $(KSFT_HDR)
+	@mkdir -p $(dir $@)
+	$(CC) $(SELFTEST_CFLAGS) -o $@ selftests/unit/test_corr.c user/corr.c user/corr_check.c \
+		$(ZSTD_LIBS)
 
 # The correlation file reader under libFuzzer, ASan and UBSan (clang).
 FUZZ_TIME ?= 20
-$(BUILD)/fuzz/fuzz_corr: selftests/fuzz/fuzz_corr.c user/corr.c user/corr.h
+# Its hostile mode edits a real recording (the unpacked merge.hgc, or the file
+# HGCLOCK_FUZZ_BASE names) and runs the mapping on it: the library is built in,
+# sanitized too, with plot's axes and convert's stdin parser.
+$(BUILD)/fuzz/fuzz_corr: selftests/fuzz/fuzz_corr.c $(LIB_SRCS) user/plot_axis.c user/vcpu_lines.c \
+		$(wildcard user/*.h) include/uapi/linux/hgclock.h $(BUILD)/unit/data/merge.hgc
 	@mkdir -p $(dir $@)
-	clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-		-Iinclude/uapi -Iuser -o $@ selftests/fuzz/fuzz_corr.c user/corr.c
+	clang -g -O1 -std=gnu11 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined \
+		-fno-sanitize-recover=all -Iinclude/uapi -Iuser $(ZSTD_CFLAGS) \
+		-DHGCLOCK_FUZZ_BASE_DEFAULT='"$(abspath $(BUILD)/unit/data/merge.hgc)"' \
+		-o $@ selftests/fuzz/fuzz_corr.c $(LIB_SRCS) user/plot_axis.c user/vcpu_lines.c \
+		$(ZSTD_LIBS) -lm
 
+# A seed of the hostile mode (first byte odd): a few edits of the real recording.
+# Compressed sections (format 1.4): a file of them, and the hostile mode on them
+# (first byte 3: values inside frames; 7: the frames' bytes themselves).
 fuzz: $(BUILD)/fuzz/fuzz_corr $(BUILD)/unit/test_corr
+	@mkdir -p $(BUILD)/fuzz/corpus
+	printf '\001\003\000\100\000\000\000\024\000\011\000\010\001\000\000\210\005\005\000\030\000\000\000\114\377' \
+		>$(BUILD)/fuzz/corpus/hostile-seed
+	HGCOR_SEED=$(BUILD)/fuzz/corpus/zstd-seed $(BUILD)/unit/test_corr -t round_trip_zstd >/dev/null
+	printf '\003\003\000\100\000\000\000\024\000' >$(BUILD)/fuzz/corpus/hostile-zstd-seed
+	printf '\007\003\000\020\000\000\000\024\000' >$(BUILD)/fuzz/corpus/hostile-frame-seed
 	tools/fuzz.sh $(BUILD) $(FUZZ_TIME)
 
 $(BUILD)/bench/%: tools/bench/%.c $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(USER_CFLAGS) -o $@ $< $(LIB) -lm
+	$(CC) $(USER_CFLAGS) -o $@ $< $(LIB) $(ZSTD_LIBS) -lm
 
 unit: $(UNIT_TESTS)
 	@for t in $(UNIT_TESTS); do $$t || exit 1; done
@@ -160,8 +242,15 @@ clean:
 
 # ---- Installing (Documentation/install.rst) -------------------------------
 #
-#   make install [DESTDIR=...] [PREFIX=/usr/local] [KDIR=...]
-#   make uninstall, make man, make dkms-src, make dkms-install
+# Three parts that never install the same file: user space and the module,
+# the module either for one kernel or through DKMS (never both: each refuses
+# when the other is there).  Or packages: make deb.
+#
+#   make install [DESTDIR=...] [PREFIX=/usr/local]   tool, man pages, udev rule, group
+#   make install-module [DESTDIR=...] [KDIR=...]     the module for KDIR's kernel
+#   make dkms-install                                the module by DKMS, every kernel
+#   make uninstall, uninstall-module, dkms-uninstall, man, dkms-src
+#   make deb                                         Debian packages into $(BUILD)/deb
 #
 # The version lives in one place, HGCLOCK_VERSION in user/hgclock.c; the
 # man pages and dkms.conf read it from there.  The module goes to the
@@ -180,8 +269,11 @@ BINDIR ?= $(PREFIX)/bin
 MANDIR ?= $(PREFIX)/share/man
 UDEVRULESDIR ?= /etc/udev/rules.d
 MAN_PAGES := $(patsubst Documentation/man/%.rst,$(BUILD)/man/%.1,$(wildcard Documentation/man/*.rst))
+# hgclock-guest(1) is not a command of hgclock's: its page lives with the packaging.
+GUEST_MAN := $(BUILD)/man/guest/hgclock-guest.1
 
-.PHONY: install uninstall man dkms-src dkms-install dkms-uninstall kver-check
+.PHONY: install uninstall install-module uninstall-module man dkms-src dkms-install \
+	dkms-uninstall kver-check deb
 
 kver-check:
 	@test -n "$(KVER)" || { echo "make: no kernel release for KDIR='$(KDIR)': install linux-headers (tools/deps.sh) or pass KDIR=" >&2; exit 1; }
@@ -189,7 +281,13 @@ kver-check:
 $(MODULE_KO): Kbuild $(wildcard module/*.c module/*.h) include/uapi/linux/hgclock.h | kver-check
 	tools/build-module.sh "$(KDIR_REAL)" "$(BUILD)/module"
 
-man: $(MAN_PAGES)
+man: $(MAN_PAGES) $(GUEST_MAN)
+
+$(GUEST_MAN): $(BUILD)/man/guest/%.1: tools/pkg/%.rst user/hgclock.c
+	@mkdir -p $(dir $@)
+	sed '/^:Manual section:/a :Version: hgclock $(VERSION)' $< >$(@:.1=.rst)
+	rst2man --halt=warning --input-encoding=utf-8 $(@:.1=.rst) $@.tmp
+	mv $@.tmp $@
 
 $(BUILD)/man/%.1: Documentation/man/%.rst user/hgclock.c
 	@mkdir -p $(dir $@)
@@ -197,8 +295,8 @@ $(BUILD)/man/%.1: Documentation/man/%.rst user/hgclock.c
 	rst2man --halt=warning --input-encoding=utf-8 $(@:.1=.rst) $@.tmp
 	mv $@.tmp $@
 
-install: kver-check $(MODULE_KO) $(TOOL) man
-	install -D -m 0644 $(MODULE_KO) $(DESTDIR)/lib/modules/$(KVER)/updates/hgclock.ko
+# User space only: the module comes from install-module or dkms-install.
+install: $(TOOL) man
 	install -D -m 0755 $(TOOL) $(DESTDIR)$(BINDIR)/hgclock
 	install -D -m 0644 tools/udev/60-hgclock.rules $(DESTDIR)$(UDEVRULESDIR)/60-hgclock.rules
 	install -d -m 0755 $(DESTDIR)$(MANDIR)/man1
@@ -206,18 +304,31 @@ install: kver-check $(MODULE_KO) $(TOOL) man
 	@if [ -z "$(DESTDIR)" ]; then \
 		set -e; \
 		getent group hgclock >/dev/null || groupadd --system hgclock; \
-		depmod -a $(KVER); \
 		if command -v udevadm >/dev/null; then \
 			udevadm control --reload || true; \
 			udevadm trigger --subsystem-match=misc --sysname-match=hgclock || true; \
 		fi; \
 	fi
 
-uninstall: kver-check
-	rm -f $(DESTDIR)/lib/modules/$(KVER)/updates/hgclock.ko \
-		$(DESTDIR)$(BINDIR)/hgclock \
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/hgclock \
 		$(DESTDIR)$(UDEVRULESDIR)/60-hgclock.rules \
 		$(DESTDIR)$(MANDIR)/man1/hgclock.1 $(DESTDIR)$(MANDIR)/man1/hgclock-*.1
+
+# The module for KDIR's kernel only, without DKMS (no rebuild on kernel updates).
+# DKMS's copy goes to updates/dkms/: with both, which one modprobe loads would
+# depend on depmod's directory walk, so each refuses while the other is there.
+install-module: kver-check $(MODULE_KO)
+	@if [ -z "$(DESTDIR)" ] && command -v dkms >/dev/null && \
+		dkms status -m hgclock -k $(KVER) 2>/dev/null | grep -q ': installed'; then \
+		echo "make: DKMS has hgclock installed for $(KVER): make dkms-uninstall first" >&2; \
+		exit 1; \
+	fi
+	install -D -m 0644 $(MODULE_KO) $(DESTDIR)/lib/modules/$(KVER)/updates/hgclock.ko
+	@if [ -z "$(DESTDIR)" ]; then set -e; depmod -a $(KVER); fi
+
+uninstall-module: kver-check
+	rm -f $(DESTDIR)/lib/modules/$(KVER)/updates/hgclock.ko
 	@if [ -z "$(DESTDIR)" ]; then set -e; depmod -a $(KVER); fi
 
 # DKMS (dkms.conf): the module's sources in /usr/src/hgclock-<version>,
@@ -233,8 +344,13 @@ dkms-src:
 	install -m 0644 include/uapi/linux/hgclock.h $(DKMS_SRC)/include/uapi/linux/
 	install -m 0644 user/hgclock.c $(DKMS_SRC)/user/
 
-dkms-install: dkms-src
+dkms-install:
 	@test -z "$(DESTDIR)" || { echo "make: dkms-install installs into the system: no DESTDIR" >&2; exit 1; }
+	@plain=$$(ls /lib/modules/*/updates/hgclock.ko 2>/dev/null || true); \
+	test -z "$$plain" || { echo "make: $$plain from make install-module: make uninstall-module KDIR=... first" >&2; exit 1; }
+	@! dpkg-query -W -f '$${Status}\n' hgclock-dkms 2>/dev/null | grep -q ' installed$$' || \
+		{ echo "make: the hgclock-dkms package owns /usr/src/hgclock-$(VERSION): remove it first" >&2; exit 1; }
+	$(MAKE) dkms-src
 	dkms add hgclock/$(VERSION)
 	kernels=$$(for b in /lib/modules/*/build; do [ -f "$$b/Makefile" ] && basename "$${b%/build}"; done); \
 	test -n "$$kernels" || { echo "make: no kernel headers in /lib/modules/*/build" >&2; exit 1; }; \
@@ -243,6 +359,13 @@ dkms-install: dkms-src
 dkms-uninstall:
 	dkms remove hgclock/$(VERSION) --all
 	rm -rf $(DKMS_SRC)
+
+# Debian packages (debian/): dpkg-buildpackage on a copy of the tree in
+# $(BUILD)/deb, where the .debs land too; only user space is compiled here,
+# the module by DKMS where hgclock-dkms is installed.  tools/deb-check.sh
+# runs lintian and checks the packages.
+deb:
+	tools/deb-build.sh "$(BUILD)/deb"
 
 # ---- User space under AddressSanitizer and UBSan ---------------------------
 #

@@ -6,11 +6,16 @@
  * returns, read together on one CPU with interrupts off, the very clocks
  * ftrace stamps its events with (trace_clock_local() for "local",
  * trace_clock() for "perf"), bracketed by two ordered TSC reads, plus the
- * POSIX clocks.  HGCLOCK_IOC_GET_INFO describes the clock setup.
+ * POSIX clocks.  Also what GET_INFO (main.c) says of the clock setup:
+ * the clocksource and hypervisor names.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
+#include <linux/clocksource.h>
 #include <linux/cpu.h>
+#include <linux/jiffies.h>
+#include <linux/spinlock.h>
+#include <linux/uaccess.h>
 #include <linux/cpumask.h>
 #include <linux/fs.h>
 #include <linux/module.h>
@@ -28,12 +33,8 @@
 
 #include "hgclock_internal.h"
 
-static_assert(sizeof(struct hgclock_info) == HGCLOCK_INFO_SIZE_VER0);
 static_assert(sizeof(struct hgclock_clock_sample) == 64);
-static_assert(sizeof(struct hgclock_read_clock) == 120);
-
-/* Largest argument we accept from a newer user space. */
-#define HGCLOCK_MAX_ARG_SIZE	4096
+static_assert(sizeof(struct hgclock_read_clock) == HGCLOCK_READ_CLOCK_SIZE_VER0);
 
 /*
  * Runs with interrupts disabled, either from smp_call_function_single()
@@ -127,15 +128,14 @@ static bool hgclock_reserved_zero(const __u64 *words, size_t n)
 	return true;
 }
 
-long hgclock_ioctl_read_clock(void __user *uarg)
+long hgclock_ioctl_read_clock(struct file *file, void __user *uarg)
 {
 	struct hgclock_read_clock req;
 	long ret;
 
-	if (copy_from_user(&req, uarg, sizeof(req)))
-		return -EFAULT;
-	if (req.size != sizeof(req))
-		return -EINVAL;
+	ret = hgclock_copy_args(&req, uarg);
+	if (ret)
+		return ret;
 	if (req.flags & ~HGCLOCK_READ_FLAGS_ALL)
 		return -EINVAL;
 	if ((req.flags & HGCLOCK_READ_FLAGS_ALL) == HGCLOCK_READ_FLAGS_ALL)
@@ -152,11 +152,17 @@ long hgclock_ioctl_read_clock(void __user *uarg)
 	memset(&req.sample, 0, sizeof(req.sample));
 
 	if (req.flags & HGCLOCK_READ_ALL_CPUS) {
+		ret = hgclock_cross_cpu_budget(file, num_online_cpus());
+		if (ret)
+			return ret;
 		ret = hgclock_read_all_cpus(&req);
 		/* ENOSPC still reports the needed count. */
 		if (ret && ret != -ENOSPC)
 			return ret;
 	} else if (req.flags & HGCLOCK_READ_CPU) {
+		ret = hgclock_cross_cpu_budget(file, 1);
+		if (ret)
+			return ret;
 		ret = hgclock_sample_on(req.cpu, &req.sample);
 		if (ret)
 			return ret;
@@ -177,34 +183,49 @@ long hgclock_ioctl_read_clock(void __user *uarg)
 }
 
 /*
- * The clocksource core keeps the current clocksource in a static pointer
- * guarded by a mutex we cannot take; sysfs reads it under that mutex.
- * Process context only.  Leaves @buf empty when sysfs is not reachable.
+ * The current clocksource's name.  The clocksource core keeps the
+ * current clocksource in a static pointer (curr_clocksource), found at
+ * load as data (ksym.c) and read here without its mutex: the pointer is
+ * one aligned word, and a clocksource is freed only if a module provided
+ * it, so the name is copied with a no-fault copy that at worst yields a
+ * wrong or empty string, never a fault.  Not a path in the file system:
+ * sysfs as the caller's mount namespace shows it may be absent or forged
+ * inside a container.  Empty when the symbol is unknown.
  */
-static void hgclock_read_clocksource(char *buf, size_t len)
-{
-	static const char path[] =
-		"/sys/devices/system/clocksource/clocksource0/current_clocksource";
-	struct file *filp;
-	loff_t pos = 0;
-	ssize_t n;
+static struct clocksource **hg_curr_clocksource __ro_after_init;
 
-	buf[0] = '\0';
-	filp = filp_open(path, O_RDONLY, 0);
-	if (IS_ERR(filp))
+void __init hgclock_clock_init(void)
+{
+	hg_curr_clocksource = hgclock_ksym_data("curr_clocksource");
+}
+
+void hgclock_read_clocksource(char *buf, size_t len)
+{
+	struct clocksource *cs;
+	const char *name;
+	size_t i;
+
+	memset(buf, 0, len);
+	if (!hg_curr_clocksource)
 		return;
-	n = kernel_read(filp, buf, len - 1, &pos);
-	filp_close(filp, NULL);
-	if (n <= 0) {
-		buf[0] = '\0';
+	cs = READ_ONCE(*hg_curr_clocksource);
+	if (!cs || copy_from_kernel_nofault(&name, &cs->name, sizeof(name)) ||
+	    !name)
 		return;
+	/* Byte by byte: a name may end just before an unmapped page. */
+	for (i = 0; i + 1 < len; i++) {
+		if (copy_from_kernel_nofault(&buf[i], name + i, 1)) {
+			memset(buf, 0, len);
+			return;
+		}
+		if (!buf[i])
+			break;
 	}
-	buf[n] = '\0';
-	strim(buf);
+	buf[len - 1] = '\0';
 }
 
 /* CPUID 0x40000000 vendor signature, as KVM, Xen, Hyper-V and QEMU set it. */
-static void hgclock_read_hypervisor(char *buf, size_t len)
+void hgclock_read_hypervisor(char *buf, size_t len)
 {
 	unsigned int eax, sig[3];
 
@@ -215,89 +236,3 @@ static void hgclock_read_hypervisor(char *buf, size_t len)
 	memcpy(buf, sig, min(len - 1, sizeof(sig)));
 }
 
-/*
- * Whether KVM is loaded here: kvm.ko exports kvm_get_kvm.  symbol_get
- * pins the module for the instant we look; we drop it at once.
- */
-static bool hgclock_kvm_loaded(void)
-{
-	void *sym = __symbol_get("kvm_get_kvm");
-
-	if (!sym)
-		return false;
-	__symbol_put("kvm_get_kvm");
-	return true;
-}
-
-long hgclock_ioctl_get_info(void __user *uarg)
-{
-	struct hgclock_info info;
-	__u32 usize, flags;
-	bool guest, host;
-
-	if (get_user(usize, (__u32 __user *)uarg))
-		return -EFAULT;
-	if (usize < HGCLOCK_INFO_SIZE_VER0 || usize > HGCLOCK_MAX_ARG_SIZE)
-		return -EINVAL;
-	if (get_user(flags, (__u32 __user *)uarg + 1))
-		return -EFAULT;
-	if (flags)
-		return -EINVAL;
-
-	memset(&info, 0, sizeof(info));
-	info.size = min_t(__u32, usize, sizeof(info));
-	info.abi_major = HGCLOCK_ABI_MAJOR;
-	info.abi_minor = HGCLOCK_ABI_MINOR;
-	info.nr_cpu_ids = nr_cpu_ids;
-	info.nr_online_cpus = num_online_cpus();
-	info.tsc_khz = tsc_khz;
-	info.features = HGCLOCK_FEAT_READ_CLOCK | HGCLOCK_FEAT_READ_ALL_CPUS |
-			HGCLOCK_FEAT_RING | HGCLOCK_FEAT_TRACK;
-	if (hgclock_track_kvm_attached())
-		info.features |= HGCLOCK_FEAT_KVM_TRACK;
-	if (hgclock_track_exit_attached())
-		info.features |= HGCLOCK_FEAT_EXIT_TRACK;
-	if (hgclock_track_pvclock_attached())
-		info.features |= HGCLOCK_FEAT_PVCLOCK_TRACK;
-	if (hgclock_pair_available())
-		info.features |= HGCLOCK_FEAT_EXIT_PAIR;
-	if (hgclock_conv_source() != HGCLOCK_SRC_NONE)
-		info.features |= HGCLOCK_FEAT_USER_CLOCK;
-	if (hgclock_conv_source() == HGCLOCK_SRC_PVCLOCK)
-		info.clock_flags |= HGCLOCK_CLK_PVCLOCK_SCHED_CLOCK;
-	else if (hgclock_conv_source() != HGCLOCK_SRC_NONE)
-		info.clock_flags |= HGCLOCK_CLK_NATIVE_SCHED_CLOCK;
-	hgclock_ring_fill_info(&info);
-	info.snapshot_period_ns = hgclock_snapshot_period();
-
-	if (check_tsc_unstable())
-		info.clock_flags |= HGCLOCK_CLK_TSC_UNSTABLE;
-	if (hgclock_sched_clock_stable())
-		info.clock_flags |= HGCLOCK_CLK_SCHED_CLOCK_STABLE;
-	if (boot_cpu_has(X86_FEATURE_CONSTANT_TSC))
-		info.clock_flags |= HGCLOCK_CLK_CONSTANT_TSC;
-	if (boot_cpu_has(X86_FEATURE_NONSTOP_TSC))
-		info.clock_flags |= HGCLOCK_CLK_NONSTOP_TSC;
-
-	guest = boot_cpu_has(X86_FEATURE_HYPERVISOR);
-	host = hgclock_kvm_loaded();
-	if (guest && host)
-		info.role = HGCLOCK_ROLE_NESTED;
-	else if (guest)
-		info.role = HGCLOCK_ROLE_GUEST;
-	else if (host)
-		info.role = HGCLOCK_ROLE_HOST;
-	else
-		info.role = HGCLOCK_ROLE_BARE;
-
-	hgclock_read_clocksource(info.clocksource, sizeof(info.clocksource));
-	hgclock_read_hypervisor(info.hypervisor, sizeof(info.hypervisor));
-
-	/*
-	 * A larger caller buffer than ours: we write only what we know and
-	 * say so in info.size, the caller's tail is left as it was.
-	 */
-	if (copy_to_user(uarg, &info, info.size))
-		return -EFAULT;
-	return 0;
-}

@@ -10,10 +10,11 @@
  *  - kvm-clock in a KVM guest: the per-vCPU pvclock page (hv_clock_per_cpu
  *    is exported) minus kvm_sched_clock_offset (static).
  *
- * We find them through kallsyms (ksym.c) and then prove them: a source is
- * used only if the formula reproduces sched_clock() inside a TSC bracket
- * on every try, and for cyc2ns, if native_sched_clock_from_tsc() can be
- * found, to the nanosecond for the same TSC values.  Without a proven
+ * We find them through kallsyms (ksym.c), as data only (IBT: the module
+ * never calls a function it found by name), and then prove them: a source
+ * is used only if the formula, read through the same latch or version
+ * protocol the kernel uses, reproduces sched_clock() inside a tight TSC
+ * bracket on every one of 64 tries.  Without a proven
  * source and with a TSC-based sched_clock we fall back to deriving the
  * conversion: mult/shift as set_cyc2ns_scale() computes them from
  * tsc_khz, the offset fitted from bracketed readings, with its bound.
@@ -61,11 +62,10 @@ MODULE_PARM_DESC(conversion,
 
 /* Set once by hgclock_conv_init(), read-only afterwards. */
 static enum hgclock_conv_source hg_source;
-static struct hg_cyc2ns __percpu *hg_cyc2ns;
-static u64 (*hg_sched_clock_from_tsc)(u64 tsc);
-static u64 *hg_sched_clock_offset;
-static u64 *hg_kvm_sched_clock_offset;
-static u32 hg_derived_mult, hg_derived_shift;
+static struct hg_cyc2ns __percpu *hg_cyc2ns __ro_after_init;
+static u64 *hg_sched_clock_offset __ro_after_init;
+static u64 *hg_kvm_sched_clock_offset __ro_after_init;
+static u32 hg_derived_mult __ro_after_init, hg_derived_shift __ro_after_init;
 
 /* hv_clock_per_cpu: exported by arch/x86/kernel/kvmclock.c */
 
@@ -89,8 +89,10 @@ static void hg_read_cyc2ns(int cpu, struct hgclock_conversion *conv)
 
 	do {
 		seq = READ_ONCE(c2n->seq);
+		/* The sequence before the copy it selects (the latch writer's smp_wmb). */
 		smp_rmb();
 		data = c2n->data[seq & 1];
+		/* The copy before the sequence we compare it with. */
 		smp_rmb();
 	} while (unlikely(seq != READ_ONCE(c2n->seq)));
 
@@ -116,12 +118,14 @@ static bool hg_read_pvclock(int cpu, struct hgclock_conversion *conv)
 	src = &pvti->pvti;
 	do {
 		version = READ_ONCE(src->version);
+		/* The version before the fields (pvclock's writer protocol). */
 		smp_rmb();
 		tsc_timestamp = READ_ONCE(src->tsc_timestamp);
 		system_time = READ_ONCE(src->system_time);
 		mul = READ_ONCE(src->tsc_to_system_mul);
 		shift = READ_ONCE(src->tsc_shift);
 		flags = READ_ONCE(src->flags);
+		/* The fields before the version we compare with. */
 		smp_rmb();
 	} while (unlikely((version & 1) || version != READ_ONCE(src->version)));
 
@@ -214,29 +218,18 @@ void hgclock_conv_read(struct hgclock_conversion *conv)
 	}
 }
 
-/*
- * The kernel's own TSC to sched_clock conversion on this CPU, when it is
- * the cyc2ns one and reachable; 0 otherwise.  Interrupts disabled.
- */
-u64 hgclock_conv_kernel_ns(u64 tsc)
-{
-	if (hg_source != HGCLOCK_SRC_CYC2NS || !hg_sched_clock_from_tsc)
-		return 0;
-	return hg_sched_clock_from_tsc(tsc);
-}
-
 enum hgclock_conv_source hgclock_conv_source(void)
 {
 	return hg_source;
 }
 
 /*
- * Does @read describe sched_clock() on this CPU?  Every bracket must hold,
- * and with @from_tsc the formula must equal the kernel's own conversion
- * for the same TSC values.  Interrupts disabled.
+ * Does @source's formula describe sched_clock() on this CPU?  Every one of
+ * 64 brackets t1 <= t <= t2 around a sched_clock() reading must hold: a
+ * wrong layout, field or offset gives values off by far more than the
+ * few nanoseconds a bracket spans on hardware.  Interrupts disabled.
  */
-static bool hg_verify(void (*read)(int cpu, struct hgclock_conversion *conv),
-		      u64 (*from_tsc)(u64 tsc))
+static bool hg_verify(enum hgclock_conv_source source)
 {
 	struct hgclock_conversion conv;
 	int cpu = smp_processor_id();
@@ -246,17 +239,15 @@ static bool hg_verify(void (*read)(int cpu, struct hgclock_conversion *conv),
 		u64 t1, t2, s;
 
 		memset(&conv, 0, sizeof(conv));
-		read(cpu, &conv);
+		if (source == HGCLOCK_SRC_CYC2NS)
+			hg_read_cyc2ns(cpu, &conv);
+		else
+			hg_read_pvclock(cpu, &conv);
 		t1 = rdtsc_ordered();
 		s = trace_clock_local();
 		t2 = rdtsc_ordered();
 		if (hgclock_conv_apply(&conv, t1) > s ||
 		    hgclock_conv_apply(&conv, t2) < s)
-			return false;
-		if (from_tsc && (from_tsc(t1) != hgclock_conv_apply(&conv, t1) ||
-				 from_tsc(t2) != hgclock_conv_apply(&conv, t2) ||
-				 from_tsc(t1 + 12345678) !=
-				 hgclock_conv_apply(&conv, t1 + 12345678)))
 			return false;
 	}
 	return true;
@@ -280,19 +271,14 @@ static bool hg_derive_works(void)
 	return true;
 }
 
-static void hg_read_pvclock_void(int cpu, struct hgclock_conversion *conv)
+static void __init hg_choose_source(void)
 {
-	hg_read_pvclock(cpu, conv);
-}
-
-static void hg_choose_source(void *unused)
-{
-	if (hg_cyc2ns && hg_verify(hg_read_cyc2ns, hg_sched_clock_from_tsc)) {
+	if (hg_cyc2ns && hg_verify(HGCLOCK_SRC_CYC2NS)) {
 		hg_source = HGCLOCK_SRC_CYC2NS;
 		return;
 	}
 	if (hg_kvm_sched_clock_offset && this_cpu_read(hv_clock_per_cpu) &&
-	    hg_verify(hg_read_pvclock_void, NULL)) {
+	    hg_verify(HGCLOCK_SRC_PVCLOCK)) {
 		hg_source = HGCLOCK_SRC_PVCLOCK;
 		return;
 	}
@@ -300,7 +286,7 @@ static void hg_choose_source(void *unused)
 		hg_source = HGCLOCK_SRC_DERIVED;
 }
 
-void hgclock_conv_init(void)
+void __init hgclock_conv_init(void)
 {
 	static const char * const names[] = {
 		[HGCLOCK_SRC_NONE] = "none",
@@ -318,16 +304,14 @@ void hgclock_conv_init(void)
 	}
 
 	if (strcmp(conversion, "derived")) {
-		hg_cyc2ns = (struct hg_cyc2ns __percpu *)hgclock_ksym("cyc2ns");
-		hg_sched_clock_from_tsc =
-			(u64 (*)(u64))hgclock_ksym("native_sched_clock_from_tsc");
-		hg_kvm_sched_clock_offset = (u64 *)hgclock_ksym("kvm_sched_clock_offset");
+		hg_cyc2ns = (struct hg_cyc2ns __percpu *)hgclock_ksym_data("cyc2ns");
+		hg_kvm_sched_clock_offset = hgclock_ksym_data("kvm_sched_clock_offset");
 	}
-	hg_sched_clock_offset = (u64 *)hgclock_ksym("__sched_clock_offset");
+	hg_sched_clock_offset = hgclock_ksym_data("__sched_clock_offset");
 
 	local_irq_disable();
 	if (strcmp(conversion, "derived"))
-		hg_choose_source(NULL);
+		hg_choose_source();
 	else if (hg_derive_works())
 		hg_source = HGCLOCK_SRC_DERIVED;
 	local_irq_enable();

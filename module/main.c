@@ -2,17 +2,169 @@
 /*
  * hgclock: the /dev/hgclock misc device.
  *
- * Module init and exit, the file operations and the ioctl switch.  Each
- * ioctl has one helper in the file of its concern; this file only
- * dispatches.
+ * The file layer: module init and exit, the file operations, the ioctl
+ * switch, and the two ioctls that gather from several parts (GET_INFO,
+ * RING_CONFIG).  The module is layered; calls only go down
+ * (Documentation/design.rst has the same picture and the locks):
+ *
+ *   main.c      file operations, dispatch, GET_INFO, RING_CONFIG
+ *     |
+ *     +--> clock.c (READ_CLOCK)   pair.c (EXIT_PAIR)
+ *     +--> snapshot.c (CYC2NS snapshots: timers, hotplug, resume;
+ *     |                SNAPSHOT, PRODUCE)
+ *     +--> track.c (vCPU tracking: probes, reclaim; TRACK, LIST_VCPUS)
+ *            |
+ *            v
+ *   ring.c (rings, mmap, poll)   conv.c -> ksym.c   policy.c
+ *
+ * ring.c, conv.c, ksym.c and policy.c call nothing else of the module;
+ * the middle files call only the bottom row, never each other.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
+#include <linux/capability.h>
 #include <linux/fs.h>
 #include <linux/miscdevice.h>
+#include <linux/mm.h>
 #include <linux/module.h>
+#include <asm/cpufeature.h>
+#include <asm/tsc.h>
 
 #include "hgclock_internal.h"
+
+static_assert(sizeof(struct hgclock_info) == HGCLOCK_INFO_SIZE_VER0);
+
+/*
+ * Whether KVM is loaded here: kvm.ko exports kvm_get_kvm.  symbol_get
+ * pins the module for the instant we look; we drop it at once.
+ */
+static bool hgclock_kvm_loaded(void)
+{
+	void *sym = __symbol_get("kvm_get_kvm");
+
+	if (!sym)
+		return false;
+	__symbol_put("kvm_get_kvm");
+	return true;
+}
+
+static long hgclock_ioctl_get_info(struct file *file, void __user *uarg)
+{
+	struct hgclock_info info;
+	__u32 usize, flags;
+	bool guest, host;
+
+	if (get_user(usize, (__u32 __user *)uarg))
+		return -EFAULT;
+	if (usize < HGCLOCK_INFO_SIZE_VER0 || usize > PAGE_SIZE)
+		return -EINVAL;
+	if (get_user(flags, (__u32 __user *)uarg + 1))
+		return -EFAULT;
+	if (flags)
+		return -EINVAL;
+
+	memset(&info, 0, sizeof(info));
+	info.size = min_t(__u32, usize, sizeof(info));
+	info.abi_major = HGCLOCK_ABI_MAJOR;
+	info.abi_minor = HGCLOCK_ABI_MINOR;
+	info.nr_cpu_ids = nr_cpu_ids;
+	info.nr_online_cpus = num_online_cpus();
+	info.tsc_khz = tsc_khz;
+	info.features = HGCLOCK_FEAT_READ_CLOCK | HGCLOCK_FEAT_READ_ALL_CPUS |
+			HGCLOCK_FEAT_RING | HGCLOCK_FEAT_TRACK;
+	if (hgclock_track_kvm_attached())
+		info.features |= HGCLOCK_FEAT_KVM_TRACK;
+	if (hgclock_track_exit_attached())
+		info.features |= HGCLOCK_FEAT_EXIT_TRACK;
+	if (hgclock_track_pvclock_attached())
+		info.features |= HGCLOCK_FEAT_PVCLOCK_TRACK;
+	if (hgclock_pair_available())
+		info.features |= HGCLOCK_FEAT_EXIT_PAIR;
+	info.features |= HGCLOCK_FEAT_PAIR_OPT_IN;
+	if (hgclock_conv_source() != HGCLOCK_SRC_NONE)
+		info.features |= HGCLOCK_FEAT_USER_CLOCK;
+	if (hgclock_conv_source() == HGCLOCK_SRC_PVCLOCK)
+		info.clock_flags |= HGCLOCK_CLK_PVCLOCK_SCHED_CLOCK;
+	else if (hgclock_conv_source() != HGCLOCK_SRC_NONE)
+		info.clock_flags |= HGCLOCK_CLK_NATIVE_SCHED_CLOCK;
+	hgclock_ring_fill_info(file, &info);
+	hgclock_track_fill_info(&info);
+	info.snapshot_period_ns = hgclock_snapshot_period();
+
+	if (check_tsc_unstable())
+		info.clock_flags |= HGCLOCK_CLK_TSC_UNSTABLE;
+	if (hgclock_sched_clock_stable())
+		info.clock_flags |= HGCLOCK_CLK_SCHED_CLOCK_STABLE;
+	if (boot_cpu_has(X86_FEATURE_CONSTANT_TSC))
+		info.clock_flags |= HGCLOCK_CLK_CONSTANT_TSC;
+	if (boot_cpu_has(X86_FEATURE_NONSTOP_TSC))
+		info.clock_flags |= HGCLOCK_CLK_NONSTOP_TSC;
+
+	guest = boot_cpu_has(X86_FEATURE_HYPERVISOR);
+	host = hgclock_kvm_loaded();
+	if (guest && host)
+		info.role = HGCLOCK_ROLE_NESTED;
+	else if (guest)
+		info.role = HGCLOCK_ROLE_GUEST;
+	else if (host)
+		info.role = HGCLOCK_ROLE_HOST;
+	else
+		info.role = HGCLOCK_ROLE_BARE;
+
+	hgclock_read_clocksource(info.clocksource, sizeof(info.clocksource));
+	hgclock_read_hypervisor(info.hypervisor, sizeof(info.hypervisor));
+
+	/*
+	 * A larger caller buffer than ours: we write only what we know and
+	 * say so in info.size, the caller's tail is left as it was.
+	 */
+	if (copy_to_user(uarg, &info, info.size))
+		return -EFAULT;
+	return 0;
+}
+
+/*
+ * RING_CONFIG: the ring's part in ring.c, the snapshot period in
+ * snapshot.c; this layer checks the argument and the caller and puts
+ * the two together, so that neither calls the other.
+ */
+static long hgclock_ioctl_ring_config(struct file *file, void __user *uarg)
+{
+	struct hgclock_ring_config cfg;
+	bool replaced;
+	long ret;
+	int i;
+
+	ret = hgclock_copy_args(&cfg, uarg);
+	if (ret)
+		return ret;
+	if (cfg.flags & ~HGCLOCK_CFG_FLAGS_ALL)
+		return -EINVAL;
+	for (i = 0; i < ARRAY_SIZE(cfg.reserved); i++)
+		if (cfg.reserved[i])
+			return -EINVAL;
+	/* The ring size and watermark are the session's; the period is everyone's. */
+	if ((cfg.flags & HGCLOCK_CFG_SET_PERIOD) && !capable(CAP_SYS_ADMIN))
+		return -EPERM;
+	if ((cfg.flags & HGCLOCK_CFG_SET_PERIOD) && cfg.snapshot_period_ns &&
+	    (cfg.snapshot_period_ns < NSEC_PER_MSEC ||
+	     cfg.snapshot_period_ns > HGCLOCK_SNAPSHOT_PERIOD_MAX_NS))
+		return -EINVAL;
+
+	ret = hgclock_ring_configure(file, &cfg, &replaced);
+	if (ret)
+		return ret;
+	if (cfg.flags & HGCLOCK_CFG_SET_PERIOD)
+		hgclock_snapshot_set_period(cfg.snapshot_period_ns);
+	/* A fresh ring starts with every CPU's conversion in it. */
+	if (replaced)
+		hgclock_snapshot_all(HGCLOCK_SNAP_START);
+	cfg.flags = 0;
+	cfg.snapshot_period_ns = hgclock_snapshot_period();
+	if (copy_to_user(uarg, &cfg, sizeof(cfg)))
+		return -EFAULT;
+	return 0;
+}
 
 static long hgclock_ioctl(struct file *file, unsigned int cmd,
 			  unsigned long arg)
@@ -21,36 +173,44 @@ static long hgclock_ioctl(struct file *file, unsigned int cmd,
 
 	switch (cmd) {
 	case HGCLOCK_IOC_GET_INFO:
-		return hgclock_ioctl_get_info(uarg);
+		return hgclock_ioctl_get_info(file, uarg);
 	case HGCLOCK_IOC_READ_CLOCK:
-		return hgclock_ioctl_read_clock(uarg);
+		return hgclock_ioctl_read_clock(file, uarg);
 	case HGCLOCK_IOC_NOP:
 		return 0;
 	case HGCLOCK_IOC_RING_CONFIG:
-		return hgclock_ioctl_ring_config(uarg);
+		return hgclock_ioctl_ring_config(file, uarg);
 	case HGCLOCK_IOC_SNAPSHOT:
-		return hgclock_ioctl_snapshot(uarg);
+		return hgclock_ioctl_snapshot(file, uarg);
 	case HGCLOCK_IOC_PRODUCE:
-		return hgclock_ioctl_produce(uarg);
+		return hgclock_ioctl_produce(file, uarg);
 	case HGCLOCK_IOC_TRACK:
-		return hgclock_ioctl_track(uarg);
+		return hgclock_ioctl_track(file, uarg);
 	case HGCLOCK_IOC_LIST_VCPUS:
-		return hgclock_ioctl_list_vcpus(uarg);
+		return hgclock_ioctl_list_vcpus(file, uarg);
 	case HGCLOCK_IOC_EXIT_PAIR:
-		return hgclock_ioctl_exit_pair(uarg);
+		return hgclock_ioctl_exit_pair(file, uarg);
 	default:
 		return -ENOTTY;
 	}
 }
 
+static int hgclock_open(struct inode *inode, struct file *file)
+{
+	/* A session of its own: its rings, consumer and ring size. */
+	return hgclock_ring_open(file);
+}
+
 static int hgclock_release(struct inode *inode, struct file *file)
 {
+	hgclock_track_release(file);
 	hgclock_ring_release(file);
 	return 0;
 }
 
 static const struct file_operations hgclock_fops = {
 	.owner		= THIS_MODULE,
+	.open		= hgclock_open,
 	.release	= hgclock_release,
 	.mmap		= hgclock_mmap,
 	.poll		= hgclock_poll,
@@ -75,6 +235,7 @@ static int __init hgclock_init(void)
 	if (ret)
 		return ret;
 	hgclock_conv_init();
+	hgclock_clock_init();
 	hgclock_pair_init();
 
 	/* The ring before its producers, the device after both. */

@@ -22,6 +22,11 @@
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
 #include <linux/atomic.h>
+#include <linux/completion.h>
+#include <linux/jiffies.h>
+#include <linux/refcount.h>
+#include <linux/slab.h>
+#include <linux/workqueue.h>
 #include <linux/cpu.h>
 #include <linux/random.h>
 #include <linux/smp.h>
@@ -35,7 +40,7 @@
 
 static_assert(sizeof(struct hgclock_rec_exit_pair) == 64);
 static_assert(sizeof(struct hgclock_rec_exit_host) == 48);
-static_assert(sizeof(struct hgclock_exit_pair) == 32);
+static_assert(sizeof(struct hgclock_exit_pair) == HGCLOCK_EXIT_PAIR_SIZE_VER0);
 
 static u32 hg_pair_key;
 static atomic_t hg_pair_seq = ATOMIC_INIT(0);
@@ -45,14 +50,12 @@ bool hgclock_pair_available(void)
 	return boot_cpu_has(X86_FEATURE_HYPERVISOR);
 }
 
-struct hg_pair_req {
-	atomic_t nr_written;
-};
-
-/* On the target CPU with interrupts off (IPI, or local with irqs off). */
-static void hg_pair_this_cpu(void *info)
+/*
+ * Interrupts off, on the CPU it describes.  Returns whether the ring took
+ * the record.
+ */
+static bool hg_pair_this_cpu(void)
 {
-	struct hg_pair_req *req = info;
 	struct hgclock_rec_exit_pair rec;
 	unsigned int eax, ebx, ecx, edx;
 
@@ -68,20 +71,109 @@ static void hg_pair_this_cpu(void *info)
 	rec.sched_clock_after_ns = trace_clock_local();
 	rec.tsc_after = rdtsc_ordered();
 	hgclock_rec_init(&rec.hdr, HGCLOCK_REC_EXIT_PAIR, sizeof(rec));
-	if (hgclock_ring_write(&rec.hdr))
-		atomic_inc(&req->nr_written);
+	return hgclock_ring_write(&rec.hdr);
 }
 
-long hgclock_ioctl_exit_pair(void __user *uarg)
+/*
+ * A pairing on another CPU runs in a work item bound to it, and the
+ * caller sleeps, with a deadline, until it is done.  Not an IPI with
+ * smp_call_function_single(..., wait=1): that spins with preemption off
+ * until the target answers, and a vCPU the host does not run answers
+ * when the host runs it again (seconds on a busy host), which is a soft
+ * lockup here.  Lifetime: the caller and the work item each hold a
+ * reference; whoever drops the last frees it, so a caller that gave up
+ * waiting may return while the work item is still queued.
+ */
+struct hg_pair_work {
+	struct work_struct work;
+	struct completion done;
+	refcount_t ref;
+	bool written;
+};
+
+static void hg_pair_work_put(struct hg_pair_work *pw)
+{
+	if (refcount_dec_and_test(&pw->ref))
+		kfree(pw);
+}
+
+static void hg_pair_work_fn(struct work_struct *work)
+{
+	struct hg_pair_work *pw = container_of(work, struct hg_pair_work, work);
+	unsigned long irqflags;
+
+	local_irq_save(irqflags);
+	pw->written = hg_pair_this_cpu();
+	local_irq_restore(irqflags);
+	complete(&pw->done);
+	hg_pair_work_put(pw);
+}
+
+/*
+ * Pair on each CPU of @cpus (online, cpus_read_lock() held).  Returns 0,
+ * or -ETIMEDOUT with *@late_cpu the first CPU that had not answered by
+ * the deadline, or -ENOMEM; *@nr_written counts the records written.
+ */
+static int hg_pair_on_cpus(const struct cpumask *cpus, u32 *nr_written,
+			   u32 *late_cpu)
+{
+	unsigned long deadline = jiffies + HGCLOCK_EXIT_PAIR_TIMEOUT_MS * HZ / 1000;
+	struct hg_pair_work **pws;
+	unsigned int cpu;
+	int ret = 0;
+
+	pws = kcalloc(nr_cpu_ids, sizeof(*pws), GFP_KERNEL);
+	if (!pws)
+		return -ENOMEM;
+	for_each_cpu(cpu, cpus) {
+		struct hg_pair_work *pw = kzalloc(sizeof(*pw), GFP_KERNEL);
+
+		if (!pw) {
+			ret = -ENOMEM;
+			break;
+		}
+		INIT_WORK(&pw->work, hg_pair_work_fn);
+		init_completion(&pw->done);
+		refcount_set(&pw->ref, 2);
+		pws[cpu] = pw;
+		queue_work_on(cpu, system_highpri_wq, &pw->work);
+	}
+	for_each_cpu(cpu, cpus) {
+		struct hg_pair_work *pw = pws[cpu];
+		long left = (long)(deadline - jiffies);
+		bool done;
+
+		if (!pw)
+			continue;
+		/* Past a failure, only what is done already is counted. */
+		if (ret) {
+			done = try_wait_for_completion(&pw->done);
+		} else {
+			done = left > 0 && wait_for_completion_timeout(&pw->done, left);
+			if (!done) {
+				ret = -ETIMEDOUT;
+				*late_cpu = cpu;
+			}
+		}
+		/* Only a completed item's result is ours to read. */
+		if (done && pw->written)
+			(*nr_written)++;
+		hg_pair_work_put(pw);
+	}
+	kfree(pws);
+	return ret;
+}
+
+long hgclock_ioctl_exit_pair(struct file *file, void __user *uarg)
 {
 	struct hgclock_exit_pair req;
-	struct hg_pair_req one = { .nr_written = ATOMIC_INIT(0) };
-	unsigned int cpu;
+	unsigned int nr_remote;
 	long ret = 0;
 
-	if (copy_from_user(&req, uarg, sizeof(req)))
-		return -EFAULT;
-	if (req.size != sizeof(req) || (req.flags & ~HGCLOCK_READ_FLAGS_ALL) ||
+	ret = hgclock_copy_args(&req, uarg);
+	if (ret)
+		return ret;
+	if ((req.flags & ~HGCLOCK_READ_FLAGS_ALL) ||
 	    req.flags == HGCLOCK_READ_FLAGS_ALL || req.reserved[0] || req.reserved[1] ||
 	    req.nr_written || (!(req.flags & HGCLOCK_READ_CPU) && req.cpu))
 		return -EINVAL;
@@ -91,28 +183,34 @@ long hgclock_ioctl_exit_pair(void __user *uarg)
 	/* The online mask holds still while we walk it. */
 	cpus_read_lock();
 	if (req.flags & HGCLOCK_READ_ALL_CPUS) {
-		for_each_online_cpu(cpu)
-			smp_call_function_single(cpu, hg_pair_this_cpu, &one, 1);
+		nr_remote = num_online_cpus();
+		ret = hgclock_cross_cpu_budget(file, nr_remote);
+		if (!ret)
+			ret = hg_pair_on_cpus(cpu_online_mask, &req.nr_written,
+					      &req.cpu);
 	} else if (req.flags & HGCLOCK_READ_CPU) {
 		if (req.cpu >= nr_cpu_ids || !cpu_online(req.cpu))
 			ret = -EINVAL;
 		else
-			smp_call_function_single(req.cpu, hg_pair_this_cpu, &one, 1);
+			ret = hgclock_cross_cpu_budget(file, 1);
+		if (!ret)
+			ret = hg_pair_on_cpus(cpumask_of(req.cpu), &req.nr_written,
+					      &req.cpu);
 	} else {
 		unsigned long irqflags;
 
 		local_irq_save(irqflags);
-		hg_pair_this_cpu(&one);
+		req.nr_written = hg_pair_this_cpu();
 		local_irq_restore(irqflags);
 	}
 	cpus_read_unlock();
-	req.nr_written = atomic_read(&one.nr_written);
-	if (!ret && copy_to_user(uarg, &req, sizeof(req)))
+	/* ETIMEDOUT: @cpu names the CPU that did not answer in time. */
+	if ((!ret || ret == -ETIMEDOUT) && copy_to_user(uarg, &req, sizeof(req)))
 		ret = -EFAULT;
 	return ret;
 }
 
-void hgclock_pair_init(void)
+void __init hgclock_pair_init(void)
 {
 	hg_pair_key = get_random_u32() & 0xffff;
 }

@@ -1,18 +1,36 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * hgclock: per-CPU record rings, shared with user space by mmap.
+ * hgclock: per-CPU record rings, shared with user space by mmap, one set
+ * per open file (a session).
  *
- * One vmalloc area holds the meta area (struct hgclock_meta, then one
- * struct hgclock_meta_cpu per possible CPU) followed by one data area of
- * ring_size bytes per possible CPU.  User space maps it read-only.  A
- * second, separate area holds the consumer positions (one __u64 per CPU);
- * it is the only thing user space writes, and one open file at a time may
- * map it.
+ * Sessions.  Every open file of /dev/hgclock is a session with its own
+ * rings, consumer positions, watermark and ring size, so that two
+ * recorders (two users tracing two guests) run side by side and neither
+ * can blind, drain or slow the other.  Producers write each record into
+ * every session's ring of their CPU; tracking records (types 16 to 31:
+ * which threads are vCPUs, where they run, their guests' TSC offsets)
+ * only into sessions whose opener had CAP_PERFMON or CAP_SYS_ADMIN when
+ * it opened the device (hgclock_file_privileged(): file credentials).
+ * PRODUCE's test records go to the caller's session only.
  *
- * Producer: only ever the CPU that owns the ring, with interrupts disabled,
- * so writers on one ring never nest or race.  Positions are free-running
- * byte counts; a record never wraps: when it does not fit before the end,
- * a PAD record fills the end and the record starts the next lap.
+ * A session's rings are made when the file first maps them.  The ring
+ * mapping is the meta area (struct hgclock_meta, then one struct
+ * hgclock_meta_cpu per possible CPU) followed by one data area of
+ * ring_size bytes per possible CPU, as user space sees it.  The meta area
+ * alone (the per-CPU conversions of the zero-syscall clock) costs a page
+ * or two; data areas exist only once the file maps its consumer area (it
+ * reads records), and only for the CPUs brought up since load: each is
+ * its own allocation, made then and by a CPU hotplug PREPARE callback for
+ * a CPU coming up later.  Pages enter a mapping when user space first
+ * touches them (hg_vm_fault()).  The total over all sessions is capped
+ * (ring_max_mb).  User space maps the rings read-only; the consumer
+ * positions (one __u64 per CPU) are the only thing it writes.
+ *
+ * Producer: only ever the CPU that owns the ring, with interrupts
+ * disabled, so writers on one ring never nest or race.  Positions are
+ * free-running byte counts; a record never wraps: when it does not fit
+ * before the end, a PAD record fills the end and the record starts the
+ * next lap.
  *
  * Ordering (Documentation/ring.rst draws the same picture):
  *
@@ -31,23 +49,29 @@
  * of it, makes the ring count as full (records are lost and counted); the
  * kernel never reads the data area back, so a bad tail cannot hurt it.
  *
- * Lifetime: the ring is published through an RCU pointer.  Producers run
- * with interrupts off, an RCU read-side section; replacing the ring
- * (RING_CONFIG) waits for them with synchronize_rcu() and is refused while
- * any mapping exists (each mapping counted through vm_ops open/close).
- * A mapping pins the file, the file pins the module, so the module cannot
- * be unloaded under a mapping.  hg_ring_mutex serialises replacement,
- * mapping and consumer ownership; it is never taken by producers.
+ * Lifetime: sessions are on an RCU list and each publishes its rings
+ * through an RCU pointer.  Producers run with interrupts off, an RCU
+ * read-side section.  A session leaves the list at release (no mapping is
+ * left then: each holds a reference on the file) and is freed after a
+ * grace period; replacing a session's rings (RING_CONFIG) is refused
+ * while they are mapped and waits for a grace period before freeing the
+ * old ones.  hg_ring_mutex serialises the list, ring creation and
+ * replacement, data areas, mapping counts; it is never taken by
+ * producers.  The CPU hotplug lock, where both are taken, is outside it.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
 #include <linux/cpu.h>
+#include <linux/cpuhotplug.h>
 #include <linux/cpumask.h>
 #include <linux/irq_work.h>
 #include <linux/log2.h>
 #include <linux/mm.h>
 #include <linux/module.h>
 #include <linux/mutex.h>
+#include <linux/percpu.h>
+#include <linux/pfn_t.h>
+#include <linux/rculist.h>
 #include <linux/rcupdate.h>
 #include <linux/slab.h>
 #include <linux/trace_clock.h>
@@ -64,53 +88,106 @@ static_assert(sizeof(struct hgclock_meta) == 128);
 static_assert(sizeof(struct hgclock_meta_cpu) == 72);
 static_assert(sizeof(struct hgclock_conversion) == 48);
 static_assert(sizeof(struct hgclock_rec_header) == 24);
-static_assert(sizeof(struct hgclock_ring_config) == 64);
+static_assert(sizeof(struct hgclock_ring_config) == HGCLOCK_RING_CONFIG_SIZE_VER0);
 
 #define HG_RING_MIN	(8ULL << 10)
 #define HG_RING_MAX	(64ULL << 20)
 
+/* Records of these types say which threads are vCPUs: privileged only. */
+#define HG_REC_TRACKING_FIRST	16
+
 static unsigned int ring_size_kb = 256;
 module_param(ring_size_kb, uint, 0444);
-MODULE_PARM_DESC(ring_size_kb, "bytes per CPU ring at load, in KiB (power of two, 8..65536)");
+MODULE_PARM_DESC(ring_size_kb, "bytes per CPU ring of a new session, in KiB (power of two, 8..65536)");
+
+static unsigned int ring_max_mb;
+module_param(ring_max_mb, uint, 0444);
+MODULE_PARM_DESC(ring_max_mb,
+		 "ring memory at most, in MiB, all sessions and CPUs (0: a 32nd of RAM, at least 64)");
+static u64 hg_ring_max_bytes;		/* from ring_max_mb, set at load */
+static u64 hg_ring_total_bytes;		/* all sessions; under hg_ring_mutex */
+
+/* CPUs brought up since load: they have (or should have) data areas. */
+static struct cpumask hg_ring_cpus;	/* under hg_ring_mutex */
+static enum cpuhp_state hg_ring_cpuhp_state;
+
+/*
+ * Ring memory: charged to the caller's memory cgroup, no warning and no
+ * OOM kill when it cannot be had: the caller gets an error instead.
+ */
+#define HG_RING_GFP	(GFP_KERNEL_ACCOUNT | __GFP_ZERO | __GFP_NOWARN | __GFP_RETRY_MAYFAIL)
 
 /* Kernel-private per-CPU producer state; only its CPU touches it. */
 struct hg_kcpu {
 	u64 head;
 	u64 lost_pending;	/* lost since the last LOST record written */
 	u64 lost_total;
-	u64 snap_seq;
 };
 
 struct hg_ring {
-	void *area;			/* meta + data, vmalloc_user() */
-	size_t area_size;
+	size_t area_size;		/* the ring mapping: meta + every CPU's data */
 	size_t meta_size;
 	u64 ring_size;			/* power of two */
-	struct hgclock_meta *meta;
+	struct hgclock_meta *meta;	/* vmalloc_user() */
 	__u64 *consumer;		/* vmalloc_user(), user-writable */
 	size_t consumer_size;
 	struct hg_kcpu *kcpu;		/* nr_cpu_ids entries */
+	/*
+	 * nr_cpu_ids data areas, NULL: none.  Set (release) under
+	 * hg_ring_mutex, read by producers and the fault handler.
+	 */
+	void **data;
+	bool consuming;			/* data areas wanted: release/acquire */
 	/* Under hg_ring_mutex: */
+	u64 bytes;			/* what this ring takes, in hg_ring_total_bytes */
 	unsigned int nr_ring_maps;
-	unsigned int nr_writer_maps;		/* writable consumer mappings */
-	unsigned int nr_consumer_ro_maps;	/* read-only consumer mappings */
-	struct file *consumer_owner;		/* the file holding the writers */
+	unsigned int nr_consumer_maps;
 };
 
-static struct hg_ring __rcu *hg_ring;
+struct hg_session {
+	struct list_head node;		/* on hg_sessions, under hg_ring_mutex */
+	struct hg_ring __rcu *ring;	/* NULL until the file maps it */
+	bool tracking;			/* receives tracking records */
+	bool wake;			/* a producer asked for a wake-up */
+	u64 ring_size;			/* of the next rings; under hg_ring_mutex */
+	u64 watermark;			/* bytes; READ_ONCE from producers */
+	wait_queue_head_t wq;
+	struct rcu_head rcu;
+};
+
+static LIST_HEAD(hg_sessions);
 static DEFINE_MUTEX(hg_ring_mutex);
-static u64 hg_watermark;		/* bytes; READ_ONCE from producers */
+
+/*
+ * The conversion last published on each CPU, with its own sequence count
+ * (written by that CPU with interrupts off): what CHANGED is judged
+ * against, and what a new session's meta area starts with.
+ */
+struct hg_last_conv {
+	u32 seq;
+	struct hgclock_conversion conv;
+};
+static DEFINE_PER_CPU(struct hg_last_conv, hg_last_conv);
 
 /*
  * Producers may run where waking a task is not allowed (inside the
- * scheduler's tracepoints, later): they raise an irq_work, which wakes the
- * poll()ers from interrupt context.
+ * scheduler's tracepoints, later): they mark the session and raise an
+ * irq_work, which wakes the marked sessions' poll()ers from interrupt
+ * context.
  */
-static DECLARE_WAIT_QUEUE_HEAD(hg_wq);
-
 static void hg_wake_fn(struct irq_work *work)
 {
-	wake_up_all(&hg_wq);
+	struct hg_session *sess;
+
+	rcu_read_lock();
+	list_for_each_entry_rcu(sess, &hg_sessions, node) {
+		if (READ_ONCE(sess->wake)) {
+			WRITE_ONCE(sess->wake, false);
+			/* With a key: epoll's callback filters on it. */
+			wake_up_interruptible_poll(&sess->wq, EPOLLIN | EPOLLRDNORM);
+		}
+	}
+	rcu_read_unlock();
 }
 
 static struct irq_work hg_wake_work;
@@ -121,32 +198,137 @@ static struct hgclock_meta_cpu *hg_meta_cpu_slot(struct hgclock_meta *meta,
 	return (void *)meta + sizeof(*meta) + cpu * sizeof(struct hgclock_meta_cpu);
 }
 
+static size_t hg_meta_size(void)
+{
+	return PAGE_ALIGN(sizeof(struct hgclock_meta) +
+			  nr_cpu_ids * sizeof(struct hgclock_meta_cpu));
+}
+
+static size_t hg_consumer_size(void)
+{
+	return PAGE_ALIGN(nr_cpu_ids * sizeof(__u64));
+}
+
+/*
+ * @cpu's data area in @ring, hg_ring_mutex held.  -ENOSPC past the cap,
+ * -ENOMEM when the memory cannot be had; that CPU's records are then
+ * counted as lost in this session.  Published with a release store:
+ * producers and the fault handler read it without the mutex.
+ */
+static int hg_ring_add_cpu(struct hg_ring *ring, unsigned int cpu)
+{
+	void *data;
+
+	lockdep_assert_held(&hg_ring_mutex);
+	if (ring->data[cpu])
+		return 0;
+	if (hg_ring_total_bytes + ring->ring_size > hg_ring_max_bytes)
+		return -ENOSPC;
+	data = __vmalloc(ring->ring_size, HG_RING_GFP);
+	if (!data)
+		return -ENOMEM;
+	ring->bytes += ring->ring_size;
+	hg_ring_total_bytes += ring->ring_size;
+	/* The zeroed area before its pointer: pairs with the acquires. */
+	smp_store_release(&ring->data[cpu], data);
+	return 0;
+}
+
+/* Data areas for every CPU brought up, and producers may fill them. */
+static int hg_ring_start_consuming(struct hg_ring *ring)
+{
+	unsigned int cpu;
+	int ret;
+
+	lockdep_assert_held(&hg_ring_mutex);
+	if (ring->consuming)
+		return 0;
+	for_each_cpu(cpu, &hg_ring_cpus) {
+		ret = hg_ring_add_cpu(ring, cpu);
+		if (ret)
+			return ret;
+	}
+	/* Pairs with the producers' acquire: the areas are there. */
+	smp_store_release(&ring->consuming, true);
+	return 0;
+}
+
+static void hg_ring_free(struct hg_ring *ring)
+{
+	unsigned int cpu;
+
+	if (!ring)
+		return;
+	if (ring->data)
+		for (cpu = 0; cpu < nr_cpu_ids; cpu++)
+			vfree(ring->data[cpu]);
+	kfree(ring->data);
+	vfree(ring->consumer);
+	vfree(ring->meta);
+	kfree(ring->kcpu);
+	kfree(ring);
+}
+
+/* hg_ring_mutex held: the ring's memory leaves the total, then the ring. */
+static void hg_ring_drop(struct hg_ring *ring)
+{
+	lockdep_assert_held(&hg_ring_mutex);
+	if (ring)
+		hg_ring_total_bytes -= ring->bytes;
+	hg_ring_free(ring);
+}
+
+/* CPU @cpu's published conversion, copied under its sequence count. */
+static void hg_copy_last_conv(unsigned int cpu, struct hgclock_conversion *conv)
+{
+	struct hg_last_conv *last = per_cpu_ptr(&hg_last_conv, cpu);
+	u32 seq;
+
+	do {
+		seq = READ_ONCE(last->seq);
+		/* The count before the fields (the writer's smp_wmb). */
+		smp_rmb();
+		*conv = last->conv;
+		/* The fields before the count we compare with. */
+		smp_rmb();
+	} while ((seq & 1) || seq != READ_ONCE(last->seq));
+}
+
+/*
+ * New rings of @ring_size bytes per CPU, meta area only (data areas come
+ * with hg_ring_start_consuming()), starting with every CPU's published
+ * conversion.  hg_ring_mutex and the CPU hotplug lock held, so that the
+ * online flags hold still.  ERR_PTR(-ENOSPC) past the cap,
+ * ERR_PTR(-ENOMEM) without memory.
+ */
 static struct hg_ring *hg_ring_alloc(u64 ring_size)
 {
 	struct hg_ring *ring;
 	unsigned int cpu;
 
-	ring = kzalloc(sizeof(*ring), GFP_KERNEL);
+	lockdep_assert_held(&hg_ring_mutex);
+	if (hg_ring_total_bytes + hg_meta_size() + hg_consumer_size() > hg_ring_max_bytes)
+		return ERR_PTR(-ENOSPC);
+	ring = kzalloc(sizeof(*ring), GFP_KERNEL_ACCOUNT);
 	if (!ring)
-		return NULL;
+		return ERR_PTR(-ENOMEM);
 	ring->ring_size = ring_size;
-	ring->meta_size = PAGE_ALIGN(sizeof(struct hgclock_meta) +
-				     nr_cpu_ids * sizeof(struct hgclock_meta_cpu));
+	ring->meta_size = hg_meta_size();
 	ring->area_size = ring->meta_size + nr_cpu_ids * ring_size;
-	ring->consumer_size = PAGE_ALIGN(nr_cpu_ids * sizeof(__u64));
+	ring->consumer_size = hg_consumer_size();
 
-	ring->kcpu = kcalloc(nr_cpu_ids, sizeof(*ring->kcpu), GFP_KERNEL);
-	if (!ring->kcpu)
-		goto err_free_ring;
-	/* Both areas come zeroed: all heads and tails start at 0. */
-	ring->area = vmalloc_user(ring->area_size);
-	if (!ring->area)
-		goto err_free_kcpu;
+	ring->kcpu = kcalloc(nr_cpu_ids, sizeof(*ring->kcpu), GFP_KERNEL_ACCOUNT);
+	ring->data = kcalloc(nr_cpu_ids, sizeof(*ring->data), GFP_KERNEL_ACCOUNT);
+	/* All areas come zeroed: all heads and tails start at 0. */
+	ring->meta = vmalloc_user(ring->meta_size);
 	ring->consumer = vmalloc_user(ring->consumer_size);
-	if (!ring->consumer)
-		goto err_free_area;
+	if (!ring->kcpu || !ring->data || !ring->meta || !ring->consumer) {
+		hg_ring_free(ring);
+		return ERR_PTR(-ENOMEM);
+	}
+	ring->bytes = ring->meta_size + ring->consumer_size;
+	hg_ring_total_bytes += ring->bytes;
 
-	ring->meta = ring->area;
 	ring->meta->magic = HGCLOCK_META_MAGIC;
 	ring->meta->abi_major = HGCLOCK_ABI_MAJOR;
 	ring->meta->abi_minor = HGCLOCK_ABI_MINOR;
@@ -157,43 +339,27 @@ static struct hg_ring *hg_ring_alloc(u64 ring_size)
 	ring->meta->ring_size = ring_size;
 	ring->meta->consumer_size = ring->consumer_size;
 	ring->meta->tsc_khz = tsc_khz;
-	for_each_online_cpu(cpu)
-		hg_meta_cpu_slot(ring->meta, cpu)->online = 1;
+	for_each_online_cpu(cpu) {
+		struct hgclock_meta_cpu *slot = hg_meta_cpu_slot(ring->meta, cpu);
+
+		slot->online = 1;
+		/*
+		 * Nobody maps these rings yet, so no sequence count is
+		 * needed; a snapshot racing us republishes (even count).
+		 */
+		hg_copy_last_conv(cpu, &slot->conv);
+	}
 	return ring;
-
-err_free_area:
-	vfree(ring->area);
-err_free_kcpu:
-	kfree(ring->kcpu);
-err_free_ring:
-	kfree(ring);
-	return NULL;
-}
-
-static void hg_ring_free(struct hg_ring *ring)
-{
-	if (!ring)
-		return;
-	vfree(ring->consumer);
-	vfree(ring->area);
-	kfree(ring->kcpu);
-	kfree(ring);
-}
-
-static void *hg_data(struct hg_ring *ring, unsigned int cpu)
-{
-	return ring->area + ring->meta_size + (size_t)cpu * ring->ring_size;
 }
 
 /*
  * Put @len bytes at *@head if they fit in *@space, padding to the end of
  * the lap first when they would wrap.  Producer context.
  */
-static bool hg_put(struct hg_ring *ring, unsigned int cpu, u64 *head,
-		   u64 *space, const void *rec, u32 len)
+static bool hg_put(struct hg_ring *ring, void *data, u64 *head, u64 *space,
+		   const void *rec, u32 len)
 {
 	u64 off = *head & (ring->ring_size - 1);
-	void *data = hg_data(ring, cpu);
 
 	if (off + len > ring->ring_size) {
 		u64 pad = ring->ring_size - off;
@@ -227,10 +393,10 @@ void hgclock_rec_init(struct hgclock_rec_header *rec, u16 type, u16 size)
 
 /*
  * Stamps @rec's header (this CPU, its TSC and sched_clock) and writes it
- * to this CPU's ring, interrupts off from the stamp to the write: nothing
- * else is written to this ring in between, so each ring holds its records
- * in the order of their stamps.  Any context; the caller has filled the
- * body.  False when the record did not fit (counted as lost).
+ * to this CPU's rings, interrupts off from the stamp to the write: nothing
+ * else is written to these rings in between, so each ring holds its
+ * records in the order of their stamps.  Any context; the caller has
+ * filled the body.  False when a session reading records lost it.
  */
 bool hgclock_rec_emit(struct hgclock_rec_header *rec, u16 type, u16 size)
 {
@@ -245,45 +411,51 @@ bool hgclock_rec_emit(struct hgclock_rec_header *rec, u16 type, u16 size)
 }
 
 /*
- * Write one record to this CPU's ring.  Interrupts disabled.  A record
- * that does not fit is counted as lost; the next record that does fit is
- * preceded by a LOST record, so the stream says where the gap is.  While
- * a LOST record is pending and does not fit, nothing else is written.
+ * Write one record to this CPU's ring of @sess.  Interrupts disabled.  A
+ * record that does not fit is counted as lost; the next record that does
+ * fit is preceded by a LOST record, so the stream says where the gap is.
+ * While a LOST record is pending and does not fit, nothing else is
+ * written.  A session that does not read records (no consumer mapping
+ * yet) gets nothing and loses nothing (true).
  */
-bool hgclock_ring_write(struct hgclock_rec_header *rec)
+static bool hg_session_write(struct hg_session *sess, struct hgclock_rec_header *rec)
 {
-	struct hgclock_meta_cpu *slot;
 	unsigned int cpu = smp_processor_id();
+	struct hgclock_meta_cpu *slot;
 	struct hg_ring *ring;
 	struct hg_kcpu *kc;
 	u64 head, tail, used, space;
 	bool written = false;
+	void *data;
 
-	lockdep_assert_irqs_disabled();
-	ring = rcu_dereference_sched(hg_ring);
-	if (!ring)
-		return false;
+	ring = rcu_dereference_sched(sess->ring);
+	/* Pairs with hg_ring_start_consuming()'s release. */
+	if (!ring || !smp_load_acquire(&ring->consuming))
+		return true;
 	kc = &ring->kcpu[cpu];
 	slot = hg_meta_cpu_slot(ring->meta, cpu);
+	/* Pairs with hg_ring_add_cpu()'s release: the area is zeroed. */
+	data = smp_load_acquire(&ring->data[cpu]);
 
 	/* Pairs with the consumer's release store of its tail. */
 	tail = smp_load_acquire(&ring->consumer[cpu]);
 	head = kc->head;
 	used = head - tail;
-	space = used <= ring->ring_size ? ring->ring_size - used : 0;
+	/* No memory for this CPU (cap or allocation failure): no space. */
+	space = data && used <= ring->ring_size ? ring->ring_size - used : 0;
 
-	if (kc->lost_pending) {
+	if (kc->lost_pending && data) {
 		struct hgclock_rec_lost lost;
 
 		memset(&lost, 0, sizeof(lost));
 		hgclock_rec_init(&lost.hdr, HGCLOCK_REC_LOST, sizeof(lost));
 		lost.nr_lost = kc->lost_pending;
 		lost.total_lost = kc->lost_total;
-		if (hg_put(ring, cpu, &head, &space, &lost, sizeof(lost)))
+		if (hg_put(ring, data, &head, &space, &lost, sizeof(lost)))
 			kc->lost_pending = 0;
 	}
-	if (!kc->lost_pending)
-		written = hg_put(ring, cpu, &head, &space, rec, rec->size);
+	if (!kc->lost_pending && data)
+		written = hg_put(ring, data, &head, &space, rec, rec->size);
 	if (!written) {
 		kc->lost_pending++;
 		kc->lost_total++;
@@ -295,10 +467,41 @@ bool hgclock_ring_write(struct hgclock_rec_header *rec)
 		smp_store_release(&slot->head, head);
 	}
 	/* wq_has_sleeper() orders the head store before the waiter check. */
-	if ((head - tail >= READ_ONCE(hg_watermark) || !written) &&
-	    wq_has_sleeper(&hg_wq))
+	if ((head - tail >= READ_ONCE(sess->watermark) || !written) &&
+	    wq_has_sleeper(&sess->wq)) {
+		WRITE_ONCE(sess->wake, true);
 		irq_work_queue(&hg_wake_work);
+	}
 	return written;
+}
+
+/*
+ * Write one record to this CPU's ring of every session that takes it
+ * (tracking records: privileged sessions only).  Interrupts disabled.
+ * False if a session that reads records lost it (the counts the ioctls
+ * report: with no reader at all, nothing was lost).
+ */
+bool hgclock_ring_write(struct hgclock_rec_header *rec)
+{
+	bool tracking = rec->type >= HG_REC_TRACKING_FIRST;
+	struct hg_session *sess;
+	bool written = true;
+
+	lockdep_assert_irqs_disabled();
+	list_for_each_entry_rcu(sess, &hg_sessions, node) {
+		if (tracking && !sess->tracking)
+			continue;
+		if (!hg_session_write(sess, rec))
+			written = false;
+	}
+	return written;
+}
+
+/* The same, into @file's session only (PRODUCE's test records). */
+bool hgclock_ring_write_file(struct file *file, struct hgclock_rec_header *rec)
+{
+	lockdep_assert_irqs_disabled();
+	return hg_session_write(file->private_data, rec);
 }
 
 static u64 hg_abs_diff(u64 a, u64 b)
@@ -306,81 +509,132 @@ static u64 hg_abs_diff(u64 a, u64 b)
 	return a > b ? a - b : b - a;
 }
 
-/* Interrupts disabled, on the CPU the snapshot is for. */
-u64 hgclock_ring_next_snap_seq(void)
+static bool hg_conv_same(const struct hgclock_conversion *old,
+			 const struct hgclock_conversion *conv)
 {
-	struct hg_ring *ring = rcu_dereference_sched(hg_ring);
-
-	if (!ring)
-		return 0;
-	return ++ring->kcpu[smp_processor_id()].snap_seq;
-}
-
-/*
- * Publish this CPU's conversion for the zero-syscall clock.  Single writer
- * (the CPU itself, interrupts disabled), so a plain sequence count:
- * readers see an odd count while the update is in progress.
- */
-void hgclock_ring_publish_conv(const struct hgclock_conversion *conv,
-			       bool *changed)
-{
-	struct hg_ring *ring = rcu_dereference_sched(hg_ring);
-	struct hgclock_meta_cpu *slot;
-	u32 seq;
-
-	*changed = false;
-	if (!ring)
-		return;
-	slot = hg_meta_cpu_slot(ring->meta, smp_processor_id());
 	/*
 	 * A derived conversion is refitted on every snapshot; only a change
 	 * of mult/shift/base, flags or more than its bound counts as change.
 	 */
-	if (slot->conv.flags == conv->flags && slot->conv.mult == conv->mult &&
-	    slot->conv.shift == conv->shift &&
-	    slot->conv.pre_shift == conv->pre_shift &&
-	    slot->conv.tsc_base == conv->tsc_base &&
-	    slot->conv.local_offset_ns == conv->local_offset_ns &&
-	    (slot->conv.offset_ns == conv->offset_ns ||
-	     ((conv->flags & HGCLOCK_CONV_DERIVED) &&
-	      hg_abs_diff(slot->conv.offset_ns, conv->offset_ns) <= conv->bound_ns)))
-		return;
+	return old->flags == conv->flags && old->mult == conv->mult &&
+	       old->shift == conv->shift && old->pre_shift == conv->pre_shift &&
+	       old->tsc_base == conv->tsc_base &&
+	       old->local_offset_ns == conv->local_offset_ns &&
+	       (old->offset_ns == conv->offset_ns ||
+		((conv->flags & HGCLOCK_CONV_DERIVED) &&
+		 hg_abs_diff(old->offset_ns, conv->offset_ns) <= conv->bound_ns));
+}
 
-	*changed = slot->conv.flags != 0;
-	seq = slot->conv_seq;
-	WRITE_ONCE(slot->conv_seq, seq + 1);
+/* Single writer (this CPU, interrupts off): a plain sequence count. */
+static void hg_conv_store(u32 *seqp, struct hgclock_conversion *dst,
+			  const struct hgclock_conversion *conv)
+{
+	u32 seq = *seqp;
+
+	WRITE_ONCE(*seqp, seq + 1);
 	smp_wmb();	/* odd count before the new fields */
-	slot->conv = *conv;
+	*dst = *conv;
 	smp_wmb();	/* new fields before the even count */
-	WRITE_ONCE(slot->conv_seq, seq + 2);
+	WRITE_ONCE(*seqp, seq + 2);
+}
+
+/*
+ * Publish this CPU's conversion for the zero-syscall clock, in every
+ * session's meta area.  Interrupts disabled, on that CPU.  *@changed:
+ * it differs from the one published before (not for the first).
+ * Readers see an odd count while an update is in progress.
+ */
+void hgclock_ring_publish_conv(const struct hgclock_conversion *conv,
+			       bool *changed)
+{
+	struct hg_last_conv *last = this_cpu_ptr(&hg_last_conv);
+	unsigned int cpu = smp_processor_id();
+	struct hg_session *sess;
+
+	*changed = false;
+	if (!hg_conv_same(&last->conv, conv)) {
+		*changed = last->conv.flags != 0;
+		hg_conv_store(&last->seq, &last->conv, conv);
+	}
+	list_for_each_entry_rcu(sess, &hg_sessions, node) {
+		struct hg_ring *ring = rcu_dereference_sched(sess->ring);
+		struct hgclock_meta_cpu *slot;
+
+		if (!ring)
+			continue;
+		slot = hg_meta_cpu_slot(ring->meta, cpu);
+		if (!hg_conv_same(&slot->conv, &last->conv))
+			hg_conv_store(&slot->conv_seq, &slot->conv, &last->conv);
+	}
 }
 
 void hgclock_ring_set_online(unsigned int cpu, bool online)
 {
-	struct hg_ring *ring;
+	struct hg_session *sess;
 
 	rcu_read_lock();
-	ring = rcu_dereference(hg_ring);
-	if (ring)
-		WRITE_ONCE(hg_meta_cpu_slot(ring->meta, cpu)->online, online);
+	list_for_each_entry_rcu(sess, &hg_sessions, node) {
+		struct hg_ring *ring = rcu_dereference(sess->ring);
+
+		if (ring)
+			WRITE_ONCE(hg_meta_cpu_slot(ring->meta, cpu)->online, online);
+	}
 	rcu_read_unlock();
+}
+
+/* ---- sessions --------------------------------------------------------- */
+
+/*
+ * A new session for @file (open): no rings yet, the default ring size,
+ * tracking records if the opener is privileged.  Process context.
+ */
+int hgclock_ring_open(struct file *file)
+{
+	struct hg_session *sess;
+
+	sess = kzalloc(sizeof(*sess), GFP_KERNEL_ACCOUNT);
+	if (!sess)
+		return -ENOMEM;
+	init_waitqueue_head(&sess->wq);
+	sess->tracking = hgclock_file_privileged(file);
+	sess->ring_size = (u64)ring_size_kb << 10;
+	sess->watermark = sess->ring_size / 2;
+	file->private_data = sess;
+	mutex_lock(&hg_ring_mutex);
+	list_add_tail_rcu(&sess->node, &hg_sessions);
+	mutex_unlock(&hg_ring_mutex);
+	return 0;
+}
+
+/*
+ * The file is released: its mappings are gone (each held a reference on
+ * it).  Off the list, then a grace period: no producer still writes to
+ * its rings when they are freed.
+ */
+void hgclock_ring_release(struct file *file)
+{
+	struct hg_session *sess = file->private_data;
+	struct hg_ring *ring;
+
+	mutex_lock(&hg_ring_mutex);
+	list_del_rcu(&sess->node);
+	mutex_unlock(&hg_ring_mutex);
+	synchronize_rcu();
+	mutex_lock(&hg_ring_mutex);
+	ring = rcu_dereference_protected(sess->ring, lockdep_is_held(&hg_ring_mutex));
+	hg_ring_drop(ring);
+	mutex_unlock(&hg_ring_mutex);
+	kfree(sess);
 }
 
 /* ---- mapping ---------------------------------------------------------- */
 
-/*
- * Which counter a mapping belongs to.  A read-only consumer mapping has
- * VM_MAYWRITE cleared at mmap time, and mprotect() never sets it again,
- * so the answer is the same at open and close.
- */
 static unsigned int *hg_vma_counter(struct hg_ring *ring,
 				    struct vm_area_struct *vma)
 {
 	if (vma->vm_pgoff != (HGCLOCK_MMAP_CONSUMER_OFFSET >> PAGE_SHIFT))
 		return &ring->nr_ring_maps;
-	if (vma->vm_flags & VM_MAYWRITE)
-		return &ring->nr_writer_maps;
-	return &ring->nr_consumer_ro_maps;
+	return &ring->nr_consumer_maps;
 }
 
 static void hg_vm_open(struct vm_area_struct *vma)
@@ -395,14 +649,40 @@ static void hg_vm_open(struct vm_area_struct *vma)
 static void hg_vm_close(struct vm_area_struct *vma)
 {
 	struct hg_ring *ring = vma->vm_private_data;
-	unsigned int *count;
 
 	mutex_lock(&hg_ring_mutex);
-	count = hg_vma_counter(ring, vma);
-	(*count)--;
-	if (count == &ring->nr_writer_maps && !*count)
-		ring->consumer_owner = NULL;
+	(*hg_vma_counter(ring, vma))--;
 	mutex_unlock(&hg_ring_mutex);
+}
+
+/*
+ * A page of the ring mapping, on first touch: the meta area, or the data
+ * area of the CPU the offset falls in.  A CPU never brought up, or a
+ * session not reading records, has no data area: SIGBUS (readers only
+ * read the rings of CPUs with records).  The rings cannot be freed under
+ * a mapping (replacement is refused while one exists, release comes
+ * after the last), so the pages stay valid while mapped.
+ */
+static vm_fault_t hg_vm_fault(struct vm_fault *vmf)
+{
+	struct hg_ring *ring = vmf->vma->vm_private_data;
+	u64 off = (u64)vmf->pgoff << PAGE_SHIFT;
+	void *addr, *data;
+
+	if (off < ring->meta_size) {
+		addr = (void *)ring->meta + off;
+	} else if (off < ring->area_size) {
+		off -= ring->meta_size;
+		/* Pairs with hg_ring_add_cpu()'s release. */
+		data = smp_load_acquire(&ring->data[off / ring->ring_size]);
+		if (!data)
+			return VM_FAULT_SIGBUS;
+		addr = data + (off & (ring->ring_size - 1));
+	} else {
+		return VM_FAULT_SIGBUS;
+	}
+	return vmf_insert_mixed(vmf->vma, vmf->address,
+				pfn_to_pfn_t(vmalloc_to_pfn(addr)));
 }
 
 /* Splitting (partial munmap/mprotect) would break the counting: refuse. */
@@ -412,11 +692,16 @@ static int hg_vm_may_split(struct vm_area_struct *vma, unsigned long addr)
 }
 
 static const struct vm_operations_struct hg_vm_ops = {
+	.fault = hg_vm_fault,
 	.open = hg_vm_open,
 	.close = hg_vm_close,
 	.may_split = hg_vm_may_split,
 };
 
+/*
+ * An out-of-tree module built for 6.1 and 6.12: vm_flags_mod() replaced
+ * the direct write in 6.3 (checkpatch: LINUX_VERSION_CODE, CONSTANT_COMPARISON).
+ */
 static void hg_vma_flags(struct vm_area_struct *vma, unsigned long set,
 			 unsigned long clear)
 {
@@ -427,13 +712,28 @@ static void hg_vma_flags(struct vm_area_struct *vma, unsigned long set,
 #endif
 }
 
+/* The session's rings, made now if they are not yet.  Mutex held. */
+static struct hg_ring *hg_session_ring(struct hg_session *sess)
+{
+	struct hg_ring *ring;
+
+	lockdep_assert_held(&hg_ring_mutex);
+	ring = rcu_dereference_protected(sess->ring, lockdep_is_held(&hg_ring_mutex));
+	if (ring)
+		return ring;
+	ring = hg_ring_alloc(sess->ring_size);
+	if (!IS_ERR(ring))
+		rcu_assign_pointer(sess->ring, ring);
+	return ring;
+}
+
 int hgclock_mmap(struct file *file, struct vm_area_struct *vma)
 {
 	unsigned long len = vma->vm_end - vma->vm_start;
 	u64 offset = (u64)vma->vm_pgoff << PAGE_SHIFT;
 	bool consumer = offset == HGCLOCK_MMAP_CONSUMER_OFFSET;
+	struct hg_session *sess = file->private_data;
 	struct hg_ring *ring;
-	bool writer;
 	int ret;
 
 	if (!(vma->vm_flags & VM_SHARED))
@@ -446,60 +746,60 @@ int hgclock_mmap(struct file *file, struct vm_area_struct *vma)
 	if (!consumer && (vma->vm_flags & VM_WRITE))
 		return -EPERM;
 
+	/* The hotplug lock outside the mutex, as in the PREPARE callback. */
+	cpus_read_lock();
 	mutex_lock(&hg_ring_mutex);
-	ring = rcu_dereference_protected(hg_ring, lockdep_is_held(&hg_ring_mutex));
-	ret = -ENODEV;
-	if (!ring)
+	ring = hg_session_ring(sess);
+	if (IS_ERR(ring)) {
+		ret = PTR_ERR(ring);
 		goto out;
+	}
 	ret = -EINVAL;
 	if (len != (consumer ? ring->consumer_size : ring->area_size))
 		goto out;
-	/* One consumer: only one open file may write the tails. */
-	writer = consumer && (vma->vm_flags & VM_WRITE);
-	ret = -EBUSY;
-	if (writer && ring->consumer_owner && ring->consumer_owner != file)
-		goto out;
-
-	hg_vma_flags(vma, VM_DONTEXPAND | VM_DONTDUMP,
-		     VM_MAYEXEC | (writer ? 0 : VM_MAYWRITE));
-	ret = remap_vmalloc_range(vma, consumer ? (void *)ring->consumer : ring->area, 0);
-	if (ret)
-		goto out;
+	if (consumer) {
+		/* Reading records: the data areas, and producers fill them. */
+		ret = hg_ring_start_consuming(ring);
+		if (ret)
+			goto out;
+		hg_vma_flags(vma, VM_DONTEXPAND | VM_DONTDUMP,
+			     VM_MAYEXEC | ((vma->vm_flags & VM_WRITE) ? 0 : VM_MAYWRITE));
+		ret = remap_vmalloc_range(vma, ring->consumer, 0);
+		if (ret)
+			goto out;
+	} else {
+		/* Filled page by page by hg_vm_fault(). */
+		hg_vma_flags(vma, VM_DONTEXPAND | VM_DONTDUMP | VM_MIXEDMAP,
+			     VM_MAYEXEC | VM_MAYWRITE);
+		ret = 0;
+	}
 	vma->vm_private_data = ring;
 	vma->vm_ops = &hg_vm_ops;
-	if (writer)
-		ring->consumer_owner = file;
 	(*hg_vma_counter(ring, vma))++;
 out:
 	mutex_unlock(&hg_ring_mutex);
+	cpus_read_unlock();
 	return ret;
-}
-
-/*
- * Called when a file is released.  Its mappings are gone by then (each
- * holds a reference on the file), so only ownership remains to drop.
- */
-void hgclock_ring_release(struct file *file)
-{
-	struct hg_ring *ring;
-
-	mutex_lock(&hg_ring_mutex);
-	ring = rcu_dereference_protected(hg_ring, lockdep_is_held(&hg_ring_mutex));
-	if (ring && ring->consumer_owner == file)
-		ring->consumer_owner = NULL;
-	mutex_unlock(&hg_ring_mutex);
 }
 
 __poll_t hgclock_poll(struct file *file, struct poll_table_struct *wait)
 {
-	u64 watermark = READ_ONCE(hg_watermark);
+	struct hg_session *sess = file->private_data;
+	u64 watermark = READ_ONCE(sess->watermark);
 	struct hg_ring *ring;
 	__poll_t mask = 0;
 	unsigned int cpu;
 
-	poll_wait(file, &hg_wq, wait);
+	poll_wait(file, &sess->wq, wait);
+	/*
+	 * Our entry on the wait queue before our loads of the heads: pairs
+	 * with the full barrier in the producer's wq_has_sleeper(), which
+	 * orders its head store before its look at the queue.  Either the
+	 * producer sees us waiting and wakes us, or we see its head.
+	 */
+	smp_mb();
 	rcu_read_lock();
-	ring = rcu_dereference(hg_ring);
+	ring = rcu_dereference(sess->ring);
 	for_each_possible_cpu(cpu) {
 		struct hgclock_meta_cpu *slot;
 		u64 head, tail;
@@ -507,6 +807,7 @@ __poll_t hgclock_poll(struct file *file, struct poll_table_struct *wait)
 		if (!ring)
 			break;
 		slot = hg_meta_cpu_slot(ring->meta, cpu);
+		/* Pairs with the producer's release of the head. */
 		head = smp_load_acquire(&slot->head);
 		tail = READ_ONCE(ring->consumer[cpu]);
 		/* A loss not yet reported in the stream: the reader must drain. */
@@ -527,134 +828,169 @@ static bool hg_ring_size_ok(u64 size)
 	return size >= HG_RING_MIN && size <= HG_RING_MAX && is_power_of_2(size);
 }
 
-/* hg_ring_mutex held.  The old ring is freed after every producer left it. */
-static int hg_ring_replace(u64 ring_size)
+/*
+ * The session's rings at @ring_size: hg_ring_mutex held.  Without rings
+ * yet, only the size to make them with.  The old rings are freed after
+ * every producer left them; refused while they are mapped.
+ */
+static int hg_ring_replace(struct hg_session *sess, u64 ring_size, bool *replaced)
 {
 	struct hg_ring *old, *ring;
+	bool consuming;
+	int ret;
 
-	old = rcu_dereference_protected(hg_ring, lockdep_is_held(&hg_ring_mutex));
-	if (old && (old->nr_ring_maps || old->nr_writer_maps ||
-		    old->nr_consumer_ro_maps))
+	old = rcu_dereference_protected(sess->ring, lockdep_is_held(&hg_ring_mutex));
+	if (!old) {
+		sess->ring_size = ring_size;
+		return 0;
+	}
+	if (old->nr_ring_maps || old->nr_consumer_maps)
 		return -EBUSY;
-	/* The online flags are a snapshot of the online mask: hold it still. */
-	cpus_read_lock();
+	consuming = old->consuming;
+	/* The old ring's memory is not counted against the new one. */
+	hg_ring_total_bytes -= old->bytes;
 	ring = hg_ring_alloc(ring_size);
-	if (ring)
-		rcu_assign_pointer(hg_ring, ring);
-	cpus_read_unlock();
-	if (!ring)
-		return -ENOMEM;
+	if (!IS_ERR(ring) && consuming) {
+		ret = hg_ring_start_consuming(ring);
+		if (ret) {
+			hg_ring_drop(ring);
+			ring = ERR_PTR(ret);
+		}
+	}
+	if (IS_ERR(ring)) {
+		hg_ring_total_bytes += old->bytes;
+		return PTR_ERR(ring);
+	}
+	sess->ring_size = ring_size;
+	rcu_assign_pointer(sess->ring, ring);
 	synchronize_rcu();
 	hg_ring_free(old);
+	*replaced = true;
 	return 0;
 }
 
-long hgclock_ioctl_ring_config(void __user *uarg)
+/*
+ * RING_CONFIG's ring part for @file's session (the file layer, main.c,
+ * does the rest): with HGCLOCK_CFG_SET_RING_SIZE and/or _SET_WATERMARK
+ * in @cfg->flags, checks and applies them; always fills @cfg's ring_size
+ * and watermark with the values in force.  *@replaced: the rings are new
+ * (and empty).
+ */
+int hgclock_ring_configure(struct file *file, struct hgclock_ring_config *cfg,
+			   bool *replaced)
 {
-	struct hgclock_ring_config cfg;
-	struct hg_ring *ring;
-	bool replaced = false;
-	long ret = 0;
-	int i;
+	struct hg_session *sess = file->private_data;
+	int ret = 0;
 
-	if (copy_from_user(&cfg, uarg, sizeof(cfg)))
-		return -EFAULT;
-	if (cfg.size != sizeof(cfg) || (cfg.flags & ~HGCLOCK_CFG_FLAGS_ALL))
+	*replaced = false;
+	if ((cfg->flags & HGCLOCK_CFG_SET_RING_SIZE) && !hg_ring_size_ok(cfg->ring_size))
 		return -EINVAL;
-	for (i = 0; i < ARRAY_SIZE(cfg.reserved); i++)
-		if (cfg.reserved[i])
-			return -EINVAL;
-	if (cfg.flags && !capable(CAP_SYS_ADMIN))
-		return -EPERM;
-	if ((cfg.flags & HGCLOCK_CFG_SET_RING_SIZE) && !hg_ring_size_ok(cfg.ring_size))
-		return -EINVAL;
-	if ((cfg.flags & HGCLOCK_CFG_SET_PERIOD) && cfg.snapshot_period_ns &&
-	    cfg.snapshot_period_ns < NSEC_PER_MSEC)
-		return -EINVAL;
-
+	/*
+	 * The hotplug lock outside the mutex, as in the PREPARE callback:
+	 * new rings get a data area for each CPU brought up, and online
+	 * flags that stay true while we build them.
+	 */
+	cpus_read_lock();
 	mutex_lock(&hg_ring_mutex);
-	ring = rcu_dereference_protected(hg_ring, lockdep_is_held(&hg_ring_mutex));
-	if (cfg.flags & HGCLOCK_CFG_SET_WATERMARK) {
-		u64 size = (cfg.flags & HGCLOCK_CFG_SET_RING_SIZE) ?
-			   cfg.ring_size : ring->ring_size;
+	if (cfg->flags & HGCLOCK_CFG_SET_WATERMARK) {
+		u64 size = (cfg->flags & HGCLOCK_CFG_SET_RING_SIZE) ?
+			   cfg->ring_size : sess->ring_size;
 
-		if (!cfg.watermark || cfg.watermark > size) {
+		if (!cfg->watermark || cfg->watermark > size) {
 			ret = -EINVAL;
 			goto out;
 		}
 	}
-	if ((cfg.flags & HGCLOCK_CFG_SET_RING_SIZE) && cfg.ring_size != ring->ring_size) {
-		ret = hg_ring_replace(cfg.ring_size);
+	if ((cfg->flags & HGCLOCK_CFG_SET_RING_SIZE) && cfg->ring_size != sess->ring_size) {
+		ret = hg_ring_replace(sess, cfg->ring_size, replaced);
 		if (ret)
 			goto out;
-		replaced = true;
-		ring = rcu_dereference_protected(hg_ring, lockdep_is_held(&hg_ring_mutex));
-		if (!(cfg.flags & HGCLOCK_CFG_SET_WATERMARK))
-			WRITE_ONCE(hg_watermark, min(hg_watermark, ring->ring_size));
+		if (!(cfg->flags & HGCLOCK_CFG_SET_WATERMARK))
+			WRITE_ONCE(sess->watermark, min(sess->watermark, sess->ring_size));
 	}
-	if (cfg.flags & HGCLOCK_CFG_SET_WATERMARK)
-		WRITE_ONCE(hg_watermark, cfg.watermark);
-	if (cfg.flags & HGCLOCK_CFG_SET_PERIOD)
-		hgclock_snapshot_set_period(cfg.snapshot_period_ns);
-
-	memset(&cfg, 0, sizeof(cfg));
-	cfg.size = sizeof(cfg);
-	cfg.ring_size = ring->ring_size;
-	cfg.watermark = hg_watermark;
-	cfg.snapshot_period_ns = hgclock_snapshot_period();
+	if (cfg->flags & HGCLOCK_CFG_SET_WATERMARK)
+		WRITE_ONCE(sess->watermark, cfg->watermark);
+	cfg->ring_size = sess->ring_size;
+	cfg->watermark = sess->watermark;
 out:
 	mutex_unlock(&hg_ring_mutex);
-	/* A fresh ring starts with every CPU's conversion in it. */
-	if (!ret && replaced)
-		hgclock_snapshot_all(HGCLOCK_SNAP_START);
-	if (!ret && copy_to_user(uarg, &cfg, sizeof(cfg)))
-		ret = -EFAULT;
+	cpus_read_unlock();
 	return ret;
 }
 
-void hgclock_ring_fill_info(struct hgclock_info *info)
+/* What @file's session maps, and the memory of all sessions. */
+void hgclock_ring_fill_info(struct file *file, struct hgclock_info *info)
 {
-	struct hg_ring *ring;
+	struct hg_session *sess = file->private_data;
 
-	rcu_read_lock();
-	ring = rcu_dereference(hg_ring);
-	if (ring) {
-		info->ring_size = ring->ring_size;
-		info->map_size = ring->area_size;
-		info->consumer_size = ring->consumer_size;
+	mutex_lock(&hg_ring_mutex);
+	info->ring_size = sess->ring_size;
+	info->map_size = hg_meta_size() + nr_cpu_ids * sess->ring_size;
+	info->consumer_size = hg_consumer_size();
+	info->ring_bytes = hg_ring_total_bytes;
+	info->ring_max_bytes = hg_ring_max_bytes;
+	mutex_unlock(&hg_ring_mutex);
+}
+
+/*
+ * CPU hotplug PREPARE, in the control CPU's hotplug thread before @cpu
+ * runs (and at registration for every CPU up then): @cpu's data area in
+ * every session that reads records.  Never fails the bring-up: without
+ * memory or room under the cap, that CPU's records are lost (and counted)
+ * in that session, and the kernel log says why.
+ */
+static int hg_ring_cpu_prepare(unsigned int cpu)
+{
+	struct hg_session *sess;
+	int ret = 0;
+
+	mutex_lock(&hg_ring_mutex);
+	cpumask_set_cpu(cpu, &hg_ring_cpus);
+	list_for_each_entry(sess, &hg_sessions, node) {
+		struct hg_ring *ring = rcu_dereference_protected(sess->ring,
+								 lockdep_is_held(&hg_ring_mutex));
+
+		if (ring && ring->consuming && !ret)
+			ret = hg_ring_add_cpu(ring, cpu);
 	}
-	rcu_read_unlock();
+	mutex_unlock(&hg_ring_mutex);
+	if (ret)
+		pr_warn("no ring for CPU %u (%s): its records will be lost\n", cpu,
+			ret == -ENOSPC ? "over ring_max_mb" : "out of memory");
+	return 0;
 }
 
 int hgclock_ring_init(void)
 {
 	u64 size = (u64)ring_size_kb << 10;
-	struct hg_ring *ring;
+	int ret;
 
 	if (!hg_ring_size_ok(size)) {
 		pr_err("ring_size_kb=%u: want a power of two from 8 to 65536\n",
 		       ring_size_kb);
 		return -EINVAL;
 	}
+	hg_ring_max_bytes = ring_max_mb ? (u64)ring_max_mb << 20 :
+			    max_t(u64, 64ULL << 20, ((u64)totalram_pages() << PAGE_SHIFT) / 32);
+	/* One session's rings must fit, or no reader could ever work. */
+	if (hg_meta_size() + hg_consumer_size() + num_online_cpus() * size > hg_ring_max_bytes) {
+		pr_err("ring_size_kb=%u for %u CPUs: over ring_max_mb (%llu MiB)\n",
+		       ring_size_kb, num_online_cpus(), hg_ring_max_bytes >> 20);
+		return -EINVAL;
+	}
 	init_irq_work(&hg_wake_work, hg_wake_fn);
-	ring = hg_ring_alloc(size);
-	if (!ring)
-		return -ENOMEM;
-	hg_watermark = size / 2;
-	rcu_assign_pointer(hg_ring, ring);
+	ret = cpuhp_setup_state(CPUHP_BP_PREPARE_DYN, "hgclock:ring",
+				hg_ring_cpu_prepare, NULL);
+	if (ret < 0)
+		return ret;
+	hg_ring_cpuhp_state = ret;
 	return 0;
 }
 
 /* After the producers are stopped (snapshot and tracking exits). */
 void hgclock_ring_exit(void)
 {
-	struct hg_ring *ring;
-
-	mutex_lock(&hg_ring_mutex);
-	ring = rcu_dereference_protected(hg_ring, lockdep_is_held(&hg_ring_mutex));
-	RCU_INIT_POINTER(hg_ring, NULL);
-	mutex_unlock(&hg_ring_mutex);
-	synchronize_rcu();
+	/* No file is open: no session, no rings are left. */
+	cpuhp_remove_state_nocalls(hg_ring_cpuhp_state);
 	irq_work_sync(&hg_wake_work);
-	hg_ring_free(ring);
 }

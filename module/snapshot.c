@@ -10,6 +10,10 @@
  *  - periodically (snapshot_period_ms, default 1 s), from a pinned
  *    hrtimer on each CPU;
  *  - when a CPU comes online (CPU hotplug callback, on that CPU);
+ *  - when the system resumes from sleep (PM notifier, every CPU): resume
+ *    may rewrite the cyc2ns data (tsc_restore_sched_clock_state()), and
+ *    with periodic snapshots off the published conversion would
+ *    otherwise stay stale for good;
  *  - on demand (HGCLOCK_IOC_SNAPSHOT);
  *  - and a snapshot whose conversion differs from the published one is
  *    marked HGCLOCK_SNAP_CHANGED.
@@ -24,6 +28,8 @@
 #include <linux/hrtimer.h>
 #include <linux/capability.h>
 #include <linux/module.h>
+#include <linux/notifier.h>
+#include <linux/suspend.h>
 #include <linux/sched.h>
 #include <linux/sched/clock.h>
 #include <linux/smp.h>
@@ -36,14 +42,16 @@
 #include "hgclock_internal.h"
 
 static_assert(sizeof(struct hgclock_rec_cyc2ns) == 112);
-static_assert(sizeof(struct hgclock_snapshot) == 32);
-static_assert(sizeof(struct hgclock_produce) == 64);
+static_assert(sizeof(struct hgclock_snapshot) == HGCLOCK_SNAPSHOT_SIZE_VER0);
+static_assert(sizeof(struct hgclock_produce) == HGCLOCK_PRODUCE_SIZE_VER0);
 
 static unsigned int snapshot_period_ms = 1000;
 module_param(snapshot_period_ms, uint, 0444);
 MODULE_PARM_DESC(snapshot_period_ms, "period of CYC2NS snapshots at load, ms (0: off)");
 
 static u64 hg_period_ns;		/* 0: periodic snapshots off */
+/* Snapshots taken on each CPU, counted by that CPU, interrupts off. */
+static DEFINE_PER_CPU(u64, hg_snap_seq);
 static enum cpuhp_state hg_cpuhp_state;
 static bool hg_started;			/* hotplug callbacks after setup */
 
@@ -57,10 +65,6 @@ static bool hg_started;			/* hotplug callbacks after setup */
  * lock.
  */
 static DEFINE_PER_CPU(struct hrtimer, hg_snap_timer);
-
-/* Slots of untracked threads are recycled from here (process context). */
-static void hg_maint_fn(struct work_struct *work);
-static DECLARE_DELAYED_WORK(hg_maint_work, hg_maint_fn);
 
 /*
  * Interrupts disabled, on the CPU described.  Returns whether the ring
@@ -78,13 +82,31 @@ static bool hg_snapshot_this_cpu(u32 reason)
 	rec.local_clock_ns = trace_clock();
 	rec.tsc_after = rdtsc_ordered();
 	rec.tsc_khz = tsc_khz;
-	rec.kernel_ns_at_tsc = hgclock_conv_kernel_ns(rec.hdr.tsc);
 
 	hgclock_ring_publish_conv(&rec.conv, &changed);
 	rec.reason = changed ? HGCLOCK_SNAP_CHANGED : reason;
-	rec.seq = hgclock_ring_next_snap_seq();
+	rec.seq = this_cpu_inc_return(hg_snap_seq);
 	return hgclock_ring_write(&rec.hdr);
 }
+
+/* PM_POST_*: process context, every CPU back online and thawed. */
+static int hg_pm_notify(struct notifier_block *nb, unsigned long action, void *data)
+{
+	switch (action) {
+	case PM_POST_SUSPEND:
+	case PM_POST_HIBERNATION:
+	case PM_POST_RESTORE:
+		cpus_read_lock();
+		hgclock_snapshot_all(HGCLOCK_SNAP_RESUME);
+		cpus_read_unlock();
+		break;
+	}
+	return NOTIFY_DONE;
+}
+
+static struct notifier_block hg_pm_nb = {
+	.notifier_call = hg_pm_notify,
+};
 
 struct hg_snap_req {
 	u32 reason;
@@ -131,12 +153,6 @@ static void hg_snap_timer_start(void *unused)
 		hrtimer_try_to_cancel(timer);
 }
 
-static void hg_maint_fn(struct work_struct *work)
-{
-	hgclock_track_reclaim();
-	schedule_delayed_work(&hg_maint_work, HZ);
-}
-
 void hgclock_snapshot_set_period(u64 period_ns)
 {
 	WRITE_ONCE(hg_period_ns, period_ns);
@@ -171,21 +187,26 @@ static int hg_cpu_offline(unsigned int cpu)
 	return 0;
 }
 
-long hgclock_ioctl_snapshot(void __user *uarg)
+long hgclock_ioctl_snapshot(struct file *file, void __user *uarg)
 {
 	struct hgclock_snapshot req;
 	long ret = 0;
 
-	if (copy_from_user(&req, uarg, sizeof(req)))
-		return -EFAULT;
-	if (req.size != sizeof(req) || (req.flags & ~HGCLOCK_SNAPSHOT_ALL_CPUS) ||
+	ret = hgclock_copy_args(&req, uarg);
+	if (ret)
+		return ret;
+	if ((req.flags & ~HGCLOCK_SNAPSHOT_ALL_CPUS) ||
 	    req.reserved[0] || req.reserved[1] || req.nr_written)
 		return -EINVAL;
 	if ((req.flags & HGCLOCK_SNAPSHOT_ALL_CPUS) && req.cpu)
 		return -EINVAL;
 
 	cpus_read_lock();
-	if (req.flags & HGCLOCK_SNAPSHOT_ALL_CPUS) {
+	ret = hgclock_cross_cpu_budget(file, (req.flags & HGCLOCK_SNAPSHOT_ALL_CPUS) ?
+				       num_online_cpus() : 1);
+	if (ret) {
+		/* nothing */
+	} else if (req.flags & HGCLOCK_SNAPSHOT_ALL_CPUS) {
 		req.nr_written = hgclock_snapshot_all(HGCLOCK_SNAP_IOCTL);
 	} else if (req.cpu >= nr_cpu_ids || !cpu_online(req.cpu)) {
 		ret = -EINVAL;
@@ -207,9 +228,15 @@ long hgclock_ioctl_snapshot(void __user *uarg)
  */
 #define HG_PRODUCE_BATCH 256
 
+struct hg_produce_work {
+	struct file *file;		/* the caller's session takes the records */
+	struct hgclock_produce req;
+};
+
 static long hg_produce_fn(void *arg)
 {
-	struct hgclock_produce *req = arg;
+	struct hg_produce_work *pw = arg;
+	struct hgclock_produce *req = &pw->req;
 	struct hgclock_rec_test rec;
 	u64 seq = 0, t0, sink = 0;
 
@@ -223,7 +250,7 @@ static long hg_produce_fn(void *arg)
 			hgclock_rec_init(&rec.hdr, HGCLOCK_REC_TEST, sizeof(rec));
 			rec.seq = seq;
 			rec.check = ~seq;
-			if (hgclock_ring_write(&rec.hdr))
+			if (hgclock_ring_write_file(pw->file, &rec.hdr))
 				req->nr_written++;
 			else
 				req->nr_lost++;
@@ -250,30 +277,32 @@ static long hg_produce_fn(void *arg)
 	return 0;
 }
 
-long hgclock_ioctl_produce(void __user *uarg)
+long hgclock_ioctl_produce(struct file *file, void __user *uarg)
 {
-	struct hgclock_produce req;
+	struct hg_produce_work pw = { .file = file };
+	struct hgclock_produce *req = &pw.req;
 	long ret;
 
 	if (!capable(CAP_SYS_ADMIN))
 		return -EPERM;
-	if (copy_from_user(&req, uarg, sizeof(req)))
-		return -EFAULT;
-	if (req.size != sizeof(req) || req.reserved[0] || req.reserved[1] ||
-	    req.nr_written || req.nr_lost || req.produce_ns || req.local_clock_ns)
+	ret = hgclock_copy_args(req, uarg);
+	if (ret)
+		return ret;
+	if (req->reserved[0] || req->reserved[1] ||
+	    req->nr_written || req->nr_lost || req->produce_ns || req->local_clock_ns)
 		return -EINVAL;
-	if (!req.count || req.count > (1ULL << 24))
+	if (!req->count || req->count > (1ULL << 24))
 		return -EINVAL;
 
 	cpus_read_lock();
-	if (req.cpu >= nr_cpu_ids || !cpu_online(req.cpu))
+	if (req->cpu >= nr_cpu_ids || !cpu_online(req->cpu))
 		ret = -EINVAL;
 	else
-		ret = work_on_cpu(req.cpu, hg_produce_fn, &req);
+		ret = work_on_cpu(req->cpu, hg_produce_fn, &pw);
 	cpus_read_unlock();
 	if (ret)
 		return ret;
-	if (copy_to_user(uarg, &req, sizeof(req)))
+	if (copy_to_user(uarg, req, sizeof(*req)))
 		return -EFAULT;
 	return 0;
 }
@@ -288,6 +317,11 @@ int hgclock_snapshot_init(void)
 			     HRTIMER_MODE_REL_PINNED_HARD);
 		per_cpu_ptr(&hg_snap_timer, cpu)->function = hg_snap_timer_fn;
 	}
+	if ((u64)snapshot_period_ms * NSEC_PER_MSEC > HGCLOCK_SNAPSHOT_PERIOD_MAX_NS) {
+		pr_err("snapshot_period_ms=%u: at most %llu\n", snapshot_period_ms,
+		       HGCLOCK_SNAPSHOT_PERIOD_MAX_NS / NSEC_PER_MSEC);
+		return -EINVAL;
+	}
 	WRITE_ONCE(hg_period_ns, (u64)snapshot_period_ms * NSEC_PER_MSEC);
 	/*
 	 * Registering runs hg_cpu_online() on every online CPU: the START
@@ -300,7 +334,8 @@ int hgclock_snapshot_init(void)
 		return ret;
 	hg_cpuhp_state = ret;
 	WRITE_ONCE(hg_started, true);
-	schedule_delayed_work(&hg_maint_work, HZ);
+	/* Cannot fail: it only adds us to a chain. */
+	register_pm_notifier(&hg_pm_nb);
 	return 0;
 }
 
@@ -309,7 +344,7 @@ void hgclock_snapshot_exit(void)
 	unsigned int cpu;
 
 	WRITE_ONCE(hg_period_ns, 0);
-	cancel_delayed_work_sync(&hg_maint_work);
+	unregister_pm_notifier(&hg_pm_nb);
 	/* Runs hg_cpu_offline() on every online CPU: their timers stop. */
 	cpuhp_remove_state(hg_cpuhp_state);
 	for_each_possible_cpu(cpu)

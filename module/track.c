@@ -33,11 +33,15 @@
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
 #include <linux/capability.h>
+#include <linux/hash.h>
 #include <linux/kvm_host.h>
+#include <linux/log2.h>
+#include <linux/mm.h>
 #include <linux/module.h>
 #include <linux/pid.h>
 #include <linux/rcupdate.h>
 #include <linux/sched.h>
+#include <linux/sched/clock.h>
 #include <linux/sched/task.h>
 #include <linux/slab.h>
 #include <linux/spinlock.h>
@@ -45,6 +49,7 @@
 #include <linux/tracepoint.h>
 #include <linux/uaccess.h>
 #include <linux/vmalloc.h>
+#include <linux/workqueue.h>
 #include <asm/processor.h>
 #include <asm/pvclock-abi.h>
 
@@ -55,19 +60,39 @@ static_assert(sizeof(struct hgclock_rec_vcpu_seen) == 80);
 static_assert(sizeof(struct hgclock_rec_vcpu_migrate) == 48);
 static_assert(sizeof(struct hgclock_rec_tsc_offset) == 72);
 static_assert(sizeof(struct hgclock_vcpu_info) == 64);
-static_assert(sizeof(struct hgclock_list_vcpus) == 32);
-static_assert(sizeof(struct hgclock_track) == 16);
+static_assert(sizeof(struct hgclock_list_vcpus) == HGCLOCK_LIST_VCPUS_SIZE_VER0);
+static_assert(sizeof(struct hgclock_track) == HGCLOCK_TRACK_SIZE_VER0);
 static_assert(sizeof(struct hgclock_rec_pvclock) == 64);
 
-#define HG_MAX_TRACKED	256
+/*
+ * The table: max_tracked slots allocated at load, found by thread id
+ * through a hash of RCU lists, so that a tracked thread's VM entry costs
+ * one bucket walk whatever the number of threads tracked.
+ */
+static unsigned int max_tracked = 4096;
+module_param(max_tracked, uint, 0444);
+MODULE_PARM_DESC(max_tracked,
+		 "threads (vCPUs) tracked at most, 16..1048576 (default 4096)");
+#define HG_TRACKED_MIN		16U
+#define HG_TRACKED_MAX		(1U << 20)
+
+/*
+ * Exit pairing: at most this many EXIT_HOST records per vCPU per second
+ * (the agent asks for 10 a second per vCPU); further exits on the leaf in
+ * the same second are counted, not recorded.
+ */
+#define HG_PAIR_WINDOW_NS	NSEC_PER_SEC
 
 enum hg_slot_state {
 	HG_SLOT_FREE = 0,
 	HG_SLOT_LIVE,
-	HG_SLOT_DEAD,	/* untracked; reusable after a grace period */
+	HG_SLOT_DEAD,		/* untracked, off its list; may still be read */
+	HG_SLOT_RECLAIMING,	/* DEAD when a grace period began */
 };
 
+/* hg_slot.pair: exit pairing enabled for the slot's VM (HG_PAIR_*) */
 struct hg_slot {
+	struct hlist_node node;	/* on hg_buckets[hash(tid)] while LIVE */
 	int state;		/* hg_slot_state, READ_ONCE/smp_store_release */
 	pid_t tid;
 	pid_t vm_pid;
@@ -77,18 +102,45 @@ struct hg_slot {
 	u64 tsc_offset;
 	u64 tsc_scaling_ratio;
 	u32 tsc_frac_bits;
+	bool pair;		/* under hg_track_lock, read locklessly */
 	u64 nr_migrations;
+	/*
+	 * Exit pairing's rate limit: read and written only by the vCPU
+	 * thread itself, in its kvm_cpuid probe (preemption off), and by
+	 * the sched_switch probe when it switches that thread out.
+	 */
+	u64 pair_window_start_ns;
+	u32 pair_in_window;
+	u64 pair_suppressed;
+	u64 pair_suppressed_reported;
 };
 
-static struct hg_slot hg_slots[HG_MAX_TRACKED];
+static struct hg_slot *hg_slots;	/* max_tracked entries */
+static struct hlist_head *hg_buckets;
+static unsigned int hg_bucket_bits;
 static unsigned int hg_slots_used;	/* high-water mark, only grows */
-static unsigned long *hg_tid_bitmap;	/* PID_MAX_LIMIT bits */
+static unsigned long *hg_tid_bitmap;	/* PID_MAX_LIMIT bits: tracked */
+static unsigned long *hg_refused_bitmap; /* PID_MAX_LIMIT bits: table was full */
 static DEFINE_RAW_SPINLOCK(hg_track_lock);
 static DEFINE_MUTEX(hg_attach_mutex);	/* probe (un)registration */
+static DEFINE_MUTEX(hg_reclaim_mutex);	/* one reclaim at a time */
 static bool hg_kvm_attached;
-static bool hg_table_full;		/* insert failed; cleared by reclaim */
 static unsigned int hg_nr_live;		/* LIVE slots; under hg_track_lock */
 static bool hg_sched_attached;
+static atomic64_t hg_nr_refused;	/* threads not tracked: table full */
+static atomic64_t hg_nr_pair_suppressed; /* exits over the rate, all vCPUs */
+
+/*
+ * VMs whose vCPUs may write EXIT_HOST records, each enabled by an open
+ * file (HGCLOCK_TRACK_PAIR_ON) until that file turns it off or is
+ * released.  Under hg_track_lock.
+ */
+#define HG_MAX_PAIR_VMS	64
+struct hg_pair_vm {
+	pid_t vm_pid;		/* 0: unused */
+	const struct file *owner;
+};
+static struct hg_pair_vm hg_pair_vms[HG_MAX_PAIR_VMS];
 
 static inline bool hg_tid_tracked(pid_t tid)
 {
@@ -101,100 +153,181 @@ static inline bool hg_none_tracked(void)
 	return !READ_ONCE(hg_nr_live);
 }
 
-/* Lockless: callers run with preemption disabled (RCU read side). */
+static struct hlist_head *hg_bucket(pid_t tid)
+{
+	return &hg_buckets[hash_32((u32)tid, hg_bucket_bits)];
+}
+
+/*
+ * Lockless: callers run with preemption disabled or under rcu_read_lock()
+ * (RCU readers), or hold hg_track_lock.  A slot found here stays
+ * readable until the reader leaves its read-side section, even if it is
+ * removed meanwhile (hgclock_track_reclaim() waits a grace period).
+ */
 static struct hg_slot *hg_find(pid_t tid)
 {
-	unsigned int i, used = smp_load_acquire(&hg_slots_used);
+	struct hg_slot *slot;
 
-	for (i = 0; i < used; i++) {
-		struct hg_slot *slot = &hg_slots[i];
-
-		if (smp_load_acquire(&slot->state) == HG_SLOT_LIVE &&
-		    READ_ONCE(slot->tid) == tid)
+	hlist_for_each_entry_rcu(slot, hg_bucket(tid), node,
+				 lockdep_is_held(&hg_track_lock)) {
+		if (READ_ONCE(slot->tid) != tid)
+			continue;
+		/* Acquire: pairs with hg_insert()'s release of the state. */
+		if (smp_load_acquire(&slot->state) == HG_SLOT_LIVE)
 			return slot;
 	}
 	return NULL;
 }
 
-/*
- * Claim a slot for @tid, fill it with @init and publish it.  Any context;
- * returns NULL when the table is full or @tid is already tracked.
- */
-static struct hg_slot *hg_insert(const struct hg_slot *init)
+/* Is exit pairing enabled for @vm_pid?  hg_track_lock held. */
+static bool hg_pair_enabled_locked(pid_t vm_pid)
 {
-	struct hg_slot *slot = NULL;
-	unsigned long irqflags;
 	unsigned int i;
 
+	for (i = 0; i < HG_MAX_PAIR_VMS; i++)
+		if (hg_pair_vms[i].vm_pid == vm_pid)
+			return true;
+	return false;
+}
+
+/*
+ * Claim a slot for @init->tid, fill it and publish it.  Any context.
+ * -EEXIST when the thread is tracked already, -ENOSPC when the table is
+ * full.  Free slots are found by a scan from a hint: inserts are rare
+ * (a thread's first VM entry, TRACK), lookups are not.
+ */
+static int hg_insert(const struct hg_slot *init, struct hg_slot **out)
+{
+	static unsigned int hint;
+	struct hg_slot *slot = NULL;
+	unsigned long irqflags;
+	unsigned int i, n;
+	int ret = 0;
+
 	raw_spin_lock_irqsave(&hg_track_lock, irqflags);
-	if (hg_find(init->tid))
+	if (hg_find(init->tid)) {
+		ret = -EEXIST;
 		goto out;
-	for (i = 0; i < HG_MAX_TRACKED; i++) {
+	}
+	for (n = 0; n < max_tracked; n++) {
+		i = (hint + n) % max_tracked;
 		if (hg_slots[i].state == HG_SLOT_FREE) {
 			slot = &hg_slots[i];
+			hint = i + 1;
 			break;
 		}
 	}
-	if (!slot)
+	if (!slot) {
+		ret = -ENOSPC;
 		goto out;
+	}
+	/*
+	 * A FREE slot is on no list and no reader holds it (reclaim waited
+	 * a grace period): it may be rewritten whole.
+	 */
 	*slot = *init;
+	INIT_HLIST_NODE(&slot->node);
 	slot->state = HG_SLOT_FREE;
-	/* Fields before the state: lockless readers check the state first. */
+	slot->pair = hg_pair_enabled_locked(init->vm_pid);
+	/* Fields before the state: lockless readers check the state last. */
 	smp_store_release(&slot->state, HG_SLOT_LIVE);
-	if (i >= hg_slots_used)
+	hlist_add_head_rcu(&slot->node, hg_bucket(init->tid));
+	if (i >= hg_slots_used) {
+		/* The slot's fields before the mark that lets list walks see it. */
 		smp_store_release(&hg_slots_used, i + 1);
+	}
 	set_bit(init->tid, hg_tid_bitmap);
 	WRITE_ONCE(hg_nr_live, hg_nr_live + 1);
+	*out = slot;
 out:
 	raw_spin_unlock_irqrestore(&hg_track_lock, irqflags);
-	return slot;
+	return ret;
 }
 
 /*
  * The slot of the thread a KVM tracepoint fires in (KVM's probes run in
  * the vCPU thread), or NULL when it is not tracked: a bitmap test first,
- * so untracked threads never search the table.
+ * so untracked threads never look at the table.
  */
 static struct hg_slot *hg_current_slot(void)
 {
 	return hg_tid_tracked(current->pid) ? hg_find(current->pid) : NULL;
 }
 
-/* Any context.  The slot stays DEAD until hgclock_track_reclaim(). */
-static void hg_remove(struct hg_slot *slot)
+/*
+ * Any context.  Off its list and DEAD: hg_find() no longer returns it,
+ * readers that already have it keep reading valid fields until
+ * hgclock_track_reclaim() has waited for them.  False if it was not LIVE
+ * (someone else removed it first).
+ */
+static bool hg_remove(struct hg_slot *slot)
 {
 	unsigned long irqflags;
+	bool removed = false;
 
 	raw_spin_lock_irqsave(&hg_track_lock, irqflags);
 	if (slot->state == HG_SLOT_LIVE) {
+		hlist_del_rcu(&slot->node);
 		clear_bit(slot->tid, hg_tid_bitmap);
+		/* Pairs with the acquire in hg_find() and the list walks. */
 		smp_store_release(&slot->state, HG_SLOT_DEAD);
 		WRITE_ONCE(hg_nr_live, hg_nr_live - 1);
+		removed = true;
 	}
 	raw_spin_unlock_irqrestore(&hg_track_lock, irqflags);
+	return removed;
 }
 
-/* Process context (the periodic snapshot work, ioctls, exit). */
+/*
+ * Process context (the maintenance work, ioctls, exit).  Two phases: the
+ * slots DEAD *now* become RECLAIMING, a grace period passes (every probe
+ * or ioctl that could still hold one of them has returned), then exactly
+ * those become FREE.  A slot that dies during the grace period stays DEAD
+ * for the next round: a reader that found it just before its removal may
+ * still be using it.
+ */
 void hgclock_track_reclaim(void)
 {
-	bool any = false;
-	unsigned int i;
+	unsigned int i, used, n = 0;
 
-	for (i = 0; i < HG_MAX_TRACKED; i++)
-		if (READ_ONCE(hg_slots[i].state) == HG_SLOT_DEAD)
-			any = true;
-	if (!any) {
-		WRITE_ONCE(hg_table_full, false);
-		return;
-	}
-	/* Every probe that could still hold a DEAD slot has returned. */
-	synchronize_rcu();
+	mutex_lock(&hg_reclaim_mutex);
+	/* Pairs with hg_insert()'s release of the high-water mark. */
+	used = smp_load_acquire(&hg_slots_used);
 	raw_spin_lock_irq(&hg_track_lock);
-	for (i = 0; i < HG_MAX_TRACKED; i++)
-		if (hg_slots[i].state == HG_SLOT_DEAD)
-			hg_slots[i].state = HG_SLOT_FREE;
+	for (i = 0; i < used; i++) {
+		if (hg_slots[i].state == HG_SLOT_DEAD) {
+			hg_slots[i].state = HG_SLOT_RECLAIMING;
+			n++;
+		}
+	}
 	raw_spin_unlock_irq(&hg_track_lock);
-	WRITE_ONCE(hg_table_full, false);
+	if (n) {
+		synchronize_rcu();
+		raw_spin_lock_irq(&hg_track_lock);
+		for (i = 0; i < used; i++)
+			if (hg_slots[i].state == HG_SLOT_RECLAIMING)
+				hg_slots[i].state = HG_SLOT_FREE;
+		raw_spin_unlock_irq(&hg_track_lock);
+		/*
+		 * Room again: threads refused while the table was full may
+		 * try again at their next VM entry (and are reported again
+		 * if it is still full).  Racing set_bit()s only cost a
+		 * repeated UNTRACKED record.
+		 */
+		if (atomic64_read(&hg_nr_refused))
+			bitmap_zero(hg_refused_bitmap, PID_MAX_LIMIT);
+	}
+	mutex_unlock(&hg_reclaim_mutex);
+}
+
+/* Slots of untracked threads are recycled once a second from here. */
+static void hg_reclaim_fn(struct work_struct *work);
+static DECLARE_DELAYED_WORK(hg_reclaim_work, hg_reclaim_fn);
+
+static void hg_reclaim_fn(struct work_struct *work)
+{
+	hgclock_track_reclaim();
+	schedule_delayed_work(&hg_reclaim_work, HZ);
 }
 
 /* ---- records ---------------------------------------------------------- */
@@ -208,6 +341,23 @@ static void hg_emit_vcpu(const struct hg_slot *slot, u16 type)
 	rec.vm_pid = slot->vm_pid;
 	rec.vcpu_id = slot->vcpu_id;
 	hgclock_rec_emit(&rec.hdr, type, sizeof(rec));
+}
+
+/* The thread's exits over the pairing rate, when more than last said. */
+static void hg_emit_suppressed(struct hg_slot *slot)
+{
+	struct hgclock_rec_exit_suppressed rec;
+	u64 total = READ_ONCE(slot->pair_suppressed);
+
+	if (likely(total == READ_ONCE(slot->pair_suppressed_reported)))
+		return;
+	WRITE_ONCE(slot->pair_suppressed_reported, total);
+	memset(&rec, 0, sizeof(rec));
+	rec.tid = slot->tid;
+	rec.vm_pid = slot->vm_pid;
+	rec.vcpu_id = slot->vcpu_id;
+	rec.nr_suppressed = total;
+	hgclock_rec_emit(&rec.hdr, HGCLOCK_REC_EXIT_SUPPRESSED, sizeof(rec));
 }
 
 static void hg_emit_seen(const struct hg_slot *slot, int host_cpu)
@@ -240,8 +390,11 @@ static void hg_probe_sched_switch(void *data, bool preempt,
 		return;
 	if (unlikely(hg_tid_tracked(prev->pid))) {
 		slot = hg_find(prev->pid);
-		if (slot)
+		if (slot) {
 			hg_emit_vcpu(slot, HGCLOCK_REC_VCPU_STOP);
+			/* prev is the slot's vCPU thread: its counters. */
+			hg_emit_suppressed(slot);
+		}
 	}
 	if (unlikely(hg_tid_tracked(next->pid))) {
 		slot = hg_find(next->pid);
@@ -272,22 +425,52 @@ static void hg_probe_sched_migrate_task(void *data, struct task_struct *p,
 	hgclock_rec_emit(&rec.hdr, HGCLOCK_REC_VCPU_MIGRATE, sizeof(rec));
 }
 
-static void hg_probe_sched_process_exit(void *data, struct task_struct *p)
+/*
+ * Untrack @tid if tracked: out of the table first, then the record, so
+ * that a reader that has seen the EXIT record finds the thread gone from
+ * LIST_VCPUS too.  Any context.  The read-side section spans the lookup,
+ * the removal and the record: a slot found here cannot be reclaimed and
+ * given to another thread before we are done with it (probes are in one
+ * already; the TRACK ioctl is not).  True if this call removed it.
+ */
+static bool hg_untrack_tid(pid_t tid)
 {
 	struct hg_slot *slot;
+	bool removed = false;
 
-	if (likely(hg_none_tracked() || !hg_tid_tracked(p->pid)))
+	if (!hg_tid_tracked(tid))
+		return false;
+	rcu_read_lock();
+	slot = hg_find(tid);
+	if (slot && hg_remove(slot)) {
+		hg_emit_vcpu(slot, HGCLOCK_REC_VCPU_EXIT);
+		removed = true;
+	}
+	rcu_read_unlock();
+	return removed;
+}
+
+static void hg_probe_sched_process_exit(void *data, struct task_struct *p)
+{
+	if (likely(hg_none_tracked()))
 		return;
-	slot = hg_find(p->pid);
-	if (!slot)
+	hg_untrack_tid(p->pid);
+}
+
+/*
+ * exec: the thread is another program from now on (not a vCPU), and when
+ * a non-leader thread execs, de_thread() has given it the leader's id
+ * (@old_pid was its own): neither id names the tracked thread any more.
+ */
+static void hg_probe_sched_process_exec(void *data, struct task_struct *p,
+					pid_t old_pid,
+					struct linux_binprm *bprm)
+{
+	if (likely(hg_none_tracked()))
 		return;
-	/*
-	 * Out of the table first, then the record: a reader that has seen
-	 * the EXIT record finds the thread gone from LIST_VCPUS too.  The
-	 * DEAD slot keeps its fields until a grace period after this probe.
-	 */
-	hg_remove(slot);
-	hg_emit_vcpu(slot, HGCLOCK_REC_VCPU_EXIT);
+	hg_untrack_tid(old_pid);
+	if (p->pid != old_pid)
+		hg_untrack_tid(p->pid);
 }
 
 /*
@@ -314,30 +497,56 @@ static void hg_vm_name(struct kvm *kvm, char *buf, size_t len)
 }
 
 /*
+ * A thread could not be tracked (table full): one UNTRACKED record per
+ * thread until reclaim frees slots, and the count in GET_INFO.
+ */
+static void hg_refuse(const struct hg_slot *init)
+{
+	struct hgclock_rec_vcpu rec;
+
+	if (test_and_set_bit(init->tid, hg_refused_bitmap))
+		return;
+	atomic64_inc(&hg_nr_refused);
+	memset(&rec, 0, sizeof(rec));
+	rec.tid = init->tid;
+	rec.vm_pid = init->vm_pid;
+	rec.vcpu_id = init->vcpu_id;
+	hgclock_rec_emit(&rec.hdr, HGCLOCK_REC_UNTRACKED, sizeof(rec));
+}
+
+/*
  * Every VM entry, in the vCPU thread with interrupts off.  A tracked
- * thread costs the bitmap test, a table scan and two compares.
+ * thread costs the bitmap test, one hash bucket walk and two compares;
+ * an untracked one that was refused, two bitmap tests.
+ *
+ * The TSC offset and ratio are L1's (the guest's own TSC relative to
+ * the host's): while the vCPU runs a nested guest, vcpu->arch.tsc_offset
+ * and tsc_scaling_ratio hold the combined L2 values, which say nothing
+ * about the guest's traces.  kvm_write_tsc_offset reports L1 values too.
  */
 static void hg_probe_kvm_entry(void *data, struct kvm_vcpu *vcpu,
 			       bool force_immediate_exit)
 {
 	pid_t tid = current->pid;
 	struct hg_slot init, *slot;
+	u64 l1_offset = vcpu->arch.l1_tsc_offset;
+	u64 l1_ratio = vcpu->arch.l1_tsc_scaling_ratio;
 
-	/* A full table is not retried on every entry: reclaim clears it. */
-	if (unlikely(READ_ONCE(hg_table_full)) && !hg_tid_tracked(tid))
-		return;
 	if (likely(hg_tid_tracked(tid))) {
 		slot = hg_find(tid);
 		/* Scaling set after the first entry (KVM_SET_TSC_KHZ). */
-		if (slot && unlikely(slot->tsc_scaling_ratio !=
-				     vcpu->arch.tsc_scaling_ratio ||
-				     slot->tsc_offset != vcpu->arch.tsc_offset)) {
-			WRITE_ONCE(slot->tsc_scaling_ratio, vcpu->arch.tsc_scaling_ratio);
-			WRITE_ONCE(slot->tsc_offset, vcpu->arch.tsc_offset);
+		if (slot && unlikely(slot->tsc_scaling_ratio != l1_ratio ||
+				     slot->tsc_offset != l1_offset)) {
+			WRITE_ONCE(slot->tsc_scaling_ratio, l1_ratio);
+			WRITE_ONCE(slot->tsc_offset, l1_offset);
 			hg_emit_seen(slot, smp_processor_id());
 		}
 		return;
 	}
+	/* Refused while the table was full: not retried until reclaim. */
+	if (unlikely((unsigned int)tid < PID_MAX_LIMIT &&
+		     test_bit(tid, hg_refused_bitmap)))
+		return;
 
 	memset(&init, 0, sizeof(init));
 	init.tid = tid;
@@ -345,14 +554,13 @@ static void hg_probe_kvm_entry(void *data, struct kvm_vcpu *vcpu,
 	init.vcpu_id = vcpu->vcpu_id;
 	init.flags = HGCLOCK_VCPU_KVM | HGCLOCK_VCPU_TSC_KNOWN;
 	hg_vm_name(vcpu->kvm, init.vm_name, sizeof(init.vm_name));
-	init.tsc_offset = vcpu->arch.tsc_offset;
-	init.tsc_scaling_ratio = vcpu->arch.tsc_scaling_ratio;
+	init.tsc_offset = l1_offset;
+	init.tsc_scaling_ratio = l1_ratio;
 	init.tsc_frac_bits = hg_tsc_frac_bits();
-	slot = hg_insert(&init);
-	if (slot)
+	if (!hg_insert(&init, &slot))
 		hg_emit_seen(slot, smp_processor_id());
-	else
-		WRITE_ONCE(hg_table_full, true);
+	else if ((unsigned int)tid < PID_MAX_LIMIT)
+		hg_refuse(&init);
 }
 
 static void hg_probe_kvm_write_tsc_offset(void *data, unsigned int vcpu_id,
@@ -382,11 +590,34 @@ static void hg_probe_kvm_write_tsc_offset(void *data, unsigned int vcpu_id,
 }
 
 /*
+ * Exit pairing's rate limit for @slot at @now_ns: true if this exit may
+ * be recorded.  Only the vCPU thread itself calls it (kvm_cpuid probe,
+ * preemption off), so the window fields need no lock.
+ */
+static bool hg_pair_admit(struct hg_slot *slot, u64 now_ns)
+{
+	if (now_ns - slot->pair_window_start_ns >= HG_PAIR_WINDOW_NS) {
+		slot->pair_window_start_ns = now_ns;
+		slot->pair_in_window = 0;
+	}
+	if (slot->pair_in_window < HGCLOCK_PAIR_MAX_PER_SEC) {
+		slot->pair_in_window++;
+		return true;
+	}
+	WRITE_ONCE(slot->pair_suppressed, slot->pair_suppressed + 1);
+	atomic64_inc(&hg_nr_pair_suppressed);
+	return false;
+}
+
+/*
  * Every CPUID a guest executes, in the vCPU thread between the exit and
- * the next entry, preemption off.  Only hgclock's leaf from a tracked
- * vCPU thread writes a record; anything else costs a compare.  The
- * header's TSC and sched_clock, read here, are the host's side of the
- * pairing: after the guest's first readings, before its second ones.
+ * the next entry, preemption off.  Only hgclock's leaf, from a tracked
+ * vCPU thread of a VM a recorder enabled pairing for, within the rate
+ * limit, writes a record: CPUID is unprivileged in the guest, so any
+ * guest process could otherwise fill the host CPU's ring, which every VM
+ * running there shares.  Anything else costs a compare.  The header's
+ * TSC and sched_clock, read here, are the host's side of the pairing:
+ * after the guest's first readings, before its second ones.
  */
 static void hg_probe_kvm_cpuid(void *data, unsigned int function, unsigned int index,
 			       unsigned long rax, unsigned long rbx, unsigned long rcx,
@@ -398,7 +629,9 @@ static void hg_probe_kvm_cpuid(void *data, unsigned int function, unsigned int i
 	if (likely((function & HGCLOCK_PAIR_LEAF_MASK) != HGCLOCK_PAIR_LEAF_BASE))
 		return;
 	slot = hg_current_slot();
-	if (!slot || slot->vcpu_id < 0)
+	if (!slot || slot->vcpu_id < 0 || !READ_ONCE(slot->pair))
+		return;
+	if (!hg_pair_admit(slot, local_clock()))
 		return;
 	memset(&rec, 0, sizeof(rec));
 	rec.tid = current->pid;
@@ -448,6 +681,7 @@ static struct hg_tp hg_sched_tps[] = {
 	{ "sched_switch", hg_probe_sched_switch },
 	{ "sched_migrate_task", hg_probe_sched_migrate_task },
 	{ "sched_process_exit", hg_probe_sched_process_exit },
+	{ "sched_process_exec", hg_probe_sched_process_exec },
 };
 
 static struct hg_tp hg_kvm_tps[] = {
@@ -606,28 +840,124 @@ static struct task_struct *hg_get_task(pid_t tid, bool caller_ns)
  * Following threads and listing them exposes which threads of the machine
  * are vCPUs, where they run and their guests' TSC offsets: the same
  * knowledge perf gives.  Opening the device is not enough (a udev rule may
- * hand it to a group), the caller also needs CAP_PERFMON, or CAP_SYS_ADMIN
- * on kernels and setups where perfmon_capable() falls back to it.
- * Checked before the argument is read.
+ * hand it to a group): the file's opener must have been privileged
+ * (hgclock_file_privileged()).  Checked before the argument is read.
  */
-static bool hg_track_permitted(void)
+
+/* Set or clear every LIVE slot's pairing bit of @vm_pid.  Lock held. */
+static void hg_pair_mark_locked(pid_t vm_pid, bool on)
 {
-	return perfmon_capable();
+	unsigned int i, used = hg_slots_used;
+
+	for (i = 0; i < used; i++)
+		if (hg_slots[i].state == HG_SLOT_LIVE && hg_slots[i].vm_pid == vm_pid)
+			WRITE_ONCE(hg_slots[i].pair, on);
 }
 
-long hgclock_ioctl_track(void __user *uarg)
+/*
+ * Exit pairing on or off for the VM of process @vm_pid, on behalf of
+ * @file.  Several files may enable the same VM; it stays enabled until
+ * the last of them turns it off or is released.
+ */
+static int hg_pair_vm_set(const struct file *file, pid_t vm_pid, bool on)
+{
+	unsigned long irqflags;
+	unsigned int i;
+	int ret = on ? -ENOSPC : -ENOENT;
+
+	raw_spin_lock_irqsave(&hg_track_lock, irqflags);
+	for (i = 0; i < HG_MAX_PAIR_VMS; i++) {
+		struct hg_pair_vm *pv = &hg_pair_vms[i];
+
+		if (on && !pv->vm_pid) {
+			pv->vm_pid = vm_pid;
+			pv->owner = file;
+			ret = 0;
+			break;
+		}
+		if (!on && pv->vm_pid == vm_pid && pv->owner == file) {
+			pv->vm_pid = 0;
+			pv->owner = NULL;
+			ret = 0;
+			break;
+		}
+	}
+	if (!ret)
+		hg_pair_mark_locked(vm_pid, hg_pair_enabled_locked(vm_pid));
+	raw_spin_unlock_irqrestore(&hg_track_lock, irqflags);
+	return ret;
+}
+
+/* @file is going away: the VMs it enabled pairing for lose it. */
+void hgclock_track_release(const struct file *file)
+{
+	unsigned long irqflags;
+	unsigned int i;
+
+	raw_spin_lock_irqsave(&hg_track_lock, irqflags);
+	for (i = 0; i < HG_MAX_PAIR_VMS; i++) {
+		struct hg_pair_vm *pv = &hg_pair_vms[i];
+		pid_t vm_pid = pv->vm_pid;
+
+		if (!vm_pid || pv->owner != file)
+			continue;
+		pv->vm_pid = 0;
+		pv->owner = NULL;
+		hg_pair_mark_locked(vm_pid, hg_pair_enabled_locked(vm_pid));
+	}
+	raw_spin_unlock_irqrestore(&hg_track_lock, irqflags);
+}
+
+/* TRACK_ADD of @task; the caller holds a reference. */
+static long hg_track_add(struct task_struct *task)
+{
+	struct hg_slot init, *slot;
+	int ret;
+
+	memset(&init, 0, sizeof(init));
+	init.tid = task->pid;
+	init.vm_pid = task->tgid;
+	init.vcpu_id = -1;
+	init.flags = HGCLOCK_VCPU_MANUAL;
+	ret = hg_insert(&init, &slot);
+	if (ret == -ENOSPC)
+		hg_refuse(&init);
+	if (ret)
+		return ret;
+	/*
+	 * The thread may have passed sched_process_exit (or exec) between
+	 * our lookup and the insert: then nothing would ever remove the
+	 * slot, and a later thread reusing the id would inherit it.
+	 * PF_EXITING is set before that tracepoint fires; the full barrier
+	 * orders our published slot before the flag test, so either we see
+	 * the flag, or the exit probe runs after the slot is visible and
+	 * removes it.
+	 */
+	smp_mb();
+	if (READ_ONCE(task->flags) & PF_EXITING) {
+		hg_untrack_tid(init.tid);
+		return -ENOENT;
+	}
+	rcu_read_lock();
+	if (hg_find(init.tid) == slot)
+		hg_emit_seen(slot, task_cpu(task));
+	rcu_read_unlock();
+	return 0;
+}
+
+long hgclock_ioctl_track(struct file *file, void __user *uarg)
 {
 	struct hgclock_track req;
 	struct task_struct *task;
-	struct hg_slot init, *slot;
 	long ret = 0;
 
-	if (!hg_track_permitted())
+	if (!hgclock_file_privileged(file))
 		return -EPERM;
-	if (copy_from_user(&req, uarg, sizeof(req)))
-		return -EFAULT;
-	if (req.size != sizeof(req) || req.reserved ||
-	    (req.flags != HGCLOCK_TRACK_ADD && req.flags != HGCLOCK_TRACK_REMOVE))
+	ret = hgclock_copy_args(&req, uarg);
+	if (ret)
+		return ret;
+	if (req.reserved || hweight32(req.flags) != 1 ||
+	    (req.flags & ~HGCLOCK_TRACK_FLAGS_ALL))
 		return -EINVAL;
 	if (req.tid <= 0 || req.tid >= PID_MAX_LIMIT)
 		return -EINVAL;
@@ -637,66 +967,60 @@ long hgclock_ioctl_track(void __user *uarg)
 	if (!task)
 		return -ENOENT;
 
-	rcu_read_lock();
-	if (req.flags == HGCLOCK_TRACK_REMOVE) {
-		slot = hg_find(task->pid);
-		if (!slot) {
-			ret = -ENOENT;
-		} else {
-			/* As at exit: gone from the table before the record. */
-			hg_remove(slot);
-			hg_emit_vcpu(slot, HGCLOCK_REC_VCPU_EXIT);
-		}
-		goto out;
+	switch (req.flags) {
+	case HGCLOCK_TRACK_ADD:
+		ret = hg_track_add(task);
+		break;
+	case HGCLOCK_TRACK_REMOVE:
+		ret = hg_untrack_tid(task->pid) ? 0 : -ENOENT;
+		break;
+	case HGCLOCK_TRACK_PAIR_ON:
+	case HGCLOCK_TRACK_PAIR_OFF:
+		/* A VM is named by its process: the thread group leader. */
+		ret = -EINVAL;
+		if (thread_group_leader(task))
+			ret = hg_pair_vm_set(file, task->pid,
+					     req.flags == HGCLOCK_TRACK_PAIR_ON);
+		break;
 	}
-	memset(&init, 0, sizeof(init));
-	init.tid = task->pid;
-	init.vm_pid = task->tgid;
-	init.vcpu_id = -1;
-	init.flags = HGCLOCK_VCPU_MANUAL;
-	if (hg_find(init.tid)) {
-		ret = -EEXIST;
-	} else {
-		slot = hg_insert(&init);
-		if (!slot)
-			ret = -ENOSPC;
-		else
-			hg_emit_seen(slot, task_cpu(task));
-	}
-out:
-	rcu_read_unlock();
 	put_task_struct(task);
 	return ret;
 }
 
-long hgclock_ioctl_list_vcpus(void __user *uarg)
+long hgclock_ioctl_list_vcpus(struct file *file, void __user *uarg)
 {
 	struct hgclock_list_vcpus req;
 	struct hgclock_vcpu_info *infos;
-	unsigned int i, n = 0;
+	unsigned int i, used, n = 0;
 	long ret = 0;
 
-	if (!hg_track_permitted())
+	if (!hgclock_file_privileged(file))
 		return -EPERM;
-	if (copy_from_user(&req, uarg, sizeof(req)))
-		return -EFAULT;
-	if (req.size != sizeof(req) || req.reserved[0] || req.reserved[1])
+	ret = hgclock_copy_args(&req, uarg);
+	if (ret)
+		return ret;
+	if (req.reserved[0] || req.reserved[1])
 		return -EINVAL;
 
-	infos = kcalloc(HG_MAX_TRACKED, sizeof(*infos), GFP_KERNEL);
+	/* Pairs with hg_insert()'s release of the high-water mark. */
+	used = smp_load_acquire(&hg_slots_used);
+	infos = kvcalloc(max(used, 1U), sizeof(*infos), GFP_KERNEL_ACCOUNT);
 	if (!infos)
 		return -ENOMEM;
 	rcu_read_lock();
-	for (i = 0; i < smp_load_acquire(&hg_slots_used); i++) {
+	for (i = 0; i < used; i++) {
 		struct hg_slot *slot = &hg_slots[i];
 		struct hgclock_vcpu_info *info = &infos[n];
 
+		/* Pairs with hg_insert()'s release: the fields are set. */
 		if (smp_load_acquire(&slot->state) != HG_SLOT_LIVE)
 			continue;
 		info->tid = slot->tid;
 		info->vm_pid = slot->vm_pid;
 		info->vcpu_id = slot->vcpu_id;
 		info->flags = slot->flags;
+		if (READ_ONCE(slot->pair))
+			info->flags |= HGCLOCK_VCPU_EXIT_PAIR;
 		memcpy(info->vm_name, slot->vm_name, sizeof(info->vm_name));
 		info->tsc_offset = READ_ONCE(slot->tsc_offset);
 		info->tsc_scaling_ratio = READ_ONCE(slot->tsc_scaling_ratio);
@@ -713,19 +1037,27 @@ long hgclock_ioctl_list_vcpus(void __user *uarg)
 		infos[i].host_cpu = task ? task_cpu(task) : -1;
 		if (task)
 			put_task_struct(task);
+		cond_resched();
 	}
 
 	if (req.nr < n) {
 		ret = -ENOSPC;
 	} else if (n && copy_to_user(u64_to_user_ptr(req.vcpus_ptr), infos,
-				     n * sizeof(*infos))) {
+				     array_size(n, sizeof(*infos)))) {
 		ret = -EFAULT;
 	}
-	kfree(infos);
+	kvfree(infos);
 	req.nr = n;
 	if (ret != -EFAULT && copy_to_user(uarg, &req, sizeof(req)))
 		ret = -EFAULT;
 	return ret;
+}
+
+void hgclock_track_fill_info(struct hgclock_info *info)
+{
+	info->max_tracked = max_tracked;
+	info->nr_untracked = atomic64_read(&hg_nr_refused);
+	info->nr_exits_suppressed = atomic64_read(&hg_nr_pair_suppressed);
 }
 
 /* ---- init / exit ------------------------------------------------------ */
@@ -734,9 +1066,19 @@ int hgclock_track_init(void)
 {
 	int ret;
 
+	if (max_tracked < HG_TRACKED_MIN || max_tracked > HG_TRACKED_MAX) {
+		pr_err("max_tracked=%u: want %u..%u\n", max_tracked,
+		       HG_TRACKED_MIN, HG_TRACKED_MAX);
+		return -EINVAL;
+	}
+	hg_bucket_bits = ilog2(roundup_pow_of_two(max_tracked));
+	ret = -ENOMEM;
+	hg_slots = vzalloc(array_size(max_tracked, sizeof(*hg_slots)));
+	hg_buckets = kvcalloc(1U << hg_bucket_bits, sizeof(*hg_buckets), GFP_KERNEL);
 	hg_tid_bitmap = vzalloc(BITS_TO_LONGS(PID_MAX_LIMIT) * sizeof(long));
-	if (!hg_tid_bitmap)
-		return -ENOMEM;
+	hg_refused_bitmap = vzalloc(BITS_TO_LONGS(PID_MAX_LIMIT) * sizeof(long));
+	if (!hg_slots || !hg_buckets || !hg_tid_bitmap || !hg_refused_bitmap)
+		goto err_bitmap;
 
 	mutex_lock(&hg_attach_mutex);
 	for_each_kernel_tracepoint(hg_find_core_tp, NULL);
@@ -751,6 +1093,7 @@ int hgclock_track_init(void)
 	ret = register_tracepoint_module_notifier(&hg_tp_module_nb);
 	if (ret)
 		goto err_sched;
+	schedule_delayed_work(&hg_reclaim_work, HZ);
 	return 0;
 
 err_sched:
@@ -759,12 +1102,16 @@ err_sched:
 	mutex_unlock(&hg_attach_mutex);
 	tracepoint_synchronize_unregister();
 err_bitmap:
+	vfree(hg_refused_bitmap);
 	vfree(hg_tid_bitmap);
+	kvfree(hg_buckets);
+	vfree(hg_slots);
 	return ret;
 }
 
 void hgclock_track_exit(void)
 {
+	cancel_delayed_work_sync(&hg_reclaim_work);
 	/* Calls us back with GOING for kvm.ko: detaches its probes. */
 	unregister_tracepoint_module_notifier(&hg_tp_module_nb);
 	mutex_lock(&hg_attach_mutex);
@@ -778,5 +1125,8 @@ void hgclock_track_exit(void)
 	mutex_unlock(&hg_attach_mutex);
 	/* No probe runs any more, none will: the table can go. */
 	tracepoint_synchronize_unregister();
+	vfree(hg_refused_bitmap);
 	vfree(hg_tid_bitmap);
+	kvfree(hg_buckets);
+	vfree(hg_slots);
 }

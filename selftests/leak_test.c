@@ -175,7 +175,7 @@ static int check_record(const struct hgclock_rec_header *h, void *arg)
 			fprintf(stderr, "# %s: unknown conv flags %#x\n", what, r->conv.flags);
 			bad++;
 		}
-		if (h->size == want && (!r->reason || r->reason > HGCLOCK_SNAP_START)) {
+		if (h->size == want && (!r->reason || r->reason > HGCLOCK_SNAP_RESUME)) {
 			fprintf(stderr, "# %s: reason %u\n", what, r->reason);
 			bad++;
 		}

@@ -29,6 +29,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <stdint.h>
 #include <unistd.h>
 
 #include "kselftest_harness.h"
@@ -210,24 +211,107 @@ static void child_tracking_allowed(int fd)
 	CHILD_EXPECT(ret == 0, "TRACK remove: %s", strerror(-ret));
 }
 
+/*
+ * The children below open the device themselves, through the group a
+ * udev rule would give (run_with_group_node() sets the node up): what a
+ * file may do follows its opener's capabilities at open.
+ */
+static int child_open_own(void)
+{
+	int nfd = open(HGCLOCK_DEV_PATH, O_RDWR | O_CLOEXEC);
+
+	CHILD_EXPECT(nfd >= 0, "open through group %d: %s", TEST_GID, strerror(errno));
+	return nfd;
+}
+
+/*
+ * Calls that interrupt every CPU share a budget per second among
+ * unprivileged openers (HGCLOCK_UNPRIV_CROSS_CPU_PER_SEC): a loop of
+ * all-CPU reads runs into EAGAIN within a second; a privileged file never.
+ */
+static int all_cpu_reads_refused(int fd, int calls)
+{
+	struct hgclock_clock_sample samples[256];
+	struct hgclock_read_clock rc;
+	int i, nr_again = 0;
+
+	for (i = 0; i < calls; i++) {
+		memset(&rc, 0, sizeof(rc));
+		rc.size = sizeof(rc);
+		rc.flags = HGCLOCK_READ_ALL_CPUS;
+		rc.nr_samples = 256;
+		rc.samples_ptr = (__u64)(uintptr_t)samples;
+		if (ioctl(fd, HGCLOCK_IOC_READ_CLOCK, &rc) && errno == EAGAIN)
+			nr_again++;
+	}
+	return nr_again;
+}
+
 static void child_unprivileged(int fd)
 {
-	child_open_file_ops(fd);
-	child_admin_ops_refused(fd);
-	child_tracking_refused(fd);
+	int nfd = child_open_own();
+
+	if (nfd < 0)
+		return;
+	child_open_file_ops(nfd);
+	child_admin_ops_refused(nfd);
+	child_tracking_refused(nfd);
+	CHILD_EXPECT(all_cpu_reads_refused(nfd, HGCLOCK_UNPRIV_CROSS_CPU_PER_SEC + 8) > 0,
+		     "%d all-CPU reads in a row, none refused with EAGAIN",
+		     HGCLOCK_UNPRIV_CROSS_CPU_PER_SEC + 8);
+	close(nfd);
+	/* The budget is machine-wide: leave the next test a fresh second. */
+	usleep(1100000);
 }
 
 static void child_perfmon(int fd)
 {
-	child_open_file_ops(fd);
-	child_admin_ops_refused(fd);
-	child_tracking_allowed(fd);
+	int nfd = child_open_own();
+
+	if (nfd < 0)
+		return;
+	child_open_file_ops(nfd);
+	child_admin_ops_refused(nfd);
+	child_tracking_allowed(nfd);
+	CHILD_EXPECT(all_cpu_reads_refused(nfd, HGCLOCK_UNPRIV_CROSS_CPU_PER_SEC + 8) == 0,
+		     "a CAP_PERFMON opener's all-CPU reads refused");
+	close(nfd);
 }
 
 static void child_sys_admin(int fd)
 {
-	child_open_file_ops(fd);
+	int nfd = child_open_own();
+
+	if (nfd < 0)
+		return;
+	child_open_file_ops(nfd);
+	child_tracking_allowed(nfd);
+	close(nfd);
+}
+
+/* A privileged opener's file keeps its rights in an unprivileged hand. */
+static void child_inherited_privileged_fd(int fd)
+{
 	child_tracking_allowed(fd);
+}
+
+/*
+ * Gives the node the udev rule's group and mode, runs @fn as nobody with
+ * @caps in that group, and puts the node back.
+ */
+static int run_with_group_node(int fd, unsigned long long caps, void (*fn)(int fd))
+{
+	struct stat st;
+	int ret;
+
+	if (stat(HGCLOCK_DEV_PATH, &st) || chown(HGCLOCK_DEV_PATH, 0, TEST_GID) ||
+	    chmod(HGCLOCK_DEV_PATH, 0660))
+		return -1;
+	ret = run_as_nobody(fd, caps, TEST_GID, fn);
+	if (chown(HGCLOCK_DEV_PATH, st.st_uid, st.st_gid) ||
+	    chmod(HGCLOCK_DEV_PATH, st.st_mode & 07777))
+		return -1;
+	return ret;
 }
 
 static void child_open_denied(int fd)
@@ -287,18 +371,105 @@ TEST_F(perm, node_root_only)
 
 TEST_F(perm, no_capabilities)
 {
-	EXPECT_EQ(0, run_as_nobody(self->fd, 0, 0, child_unprivileged));
+	EXPECT_EQ(0, run_with_group_node(self->fd, 0, child_unprivileged));
 }
 
 TEST_F(perm, cap_perfmon_tracks)
 {
-	EXPECT_EQ(0, run_as_nobody(self->fd, CAPBIT(CAP_PERFMON), 0, child_perfmon));
+	EXPECT_EQ(0, run_with_group_node(self->fd, CAPBIT(CAP_PERFMON), child_perfmon));
 }
 
 TEST_F(perm, cap_sys_admin_tracks)
 {
-	EXPECT_EQ(0, run_as_nobody(self->fd, CAPBIT(CAP_SYS_ADMIN), 0,
-				   child_sys_admin));
+	EXPECT_EQ(0, run_with_group_node(self->fd, CAPBIT(CAP_SYS_ADMIN), child_sys_admin));
+}
+
+/* File credentials: root's descriptor handed to nobody still tracks. */
+TEST_F(perm, rights_follow_the_opener)
+{
+	EXPECT_EQ(0, run_as_nobody(self->fd, 0, 0, child_inherited_privileged_fd));
+}
+
+/* Tracking records in a session: those of types 16 and up. */
+static int count_tracking(const struct hgclock_rec_header *h, void *arg)
+{
+	if (h->type >= 16)
+		++*(long *)arg;
+	return 0;
+}
+
+static long tracking_records(struct hgclock_map *map)
+{
+	long n = 0;
+	long cpu;
+
+	for (cpu = 0; cpu < sysconf(_SC_NPROCESSORS_ONLN); cpu++)
+		if (hgclock_ring_consume(map, cpu, count_tracking, &n) < 0)
+			return -1;
+	return n;
+}
+
+/*
+ * Sessions of unprivileged openers get no tracking record: root tracks
+ * itself and switches 50 times; its own session gets the records, the
+ * session nobody opened through the group at the same time gets none.
+ */
+TEST_F(perm, unprivileged_session_gets_no_tracking_records)
+{
+	int ready[2], done[2], status;
+	struct hgclock_map map;
+	struct stat st;
+	long n_root;
+	pid_t child;
+	char c;
+	int i;
+
+	ASSERT_EQ(0, pipe(ready));
+	ASSERT_EQ(0, pipe(done));
+	ASSERT_EQ(0, stat(HGCLOCK_DEV_PATH, &st));
+	ASSERT_EQ(0, chown(HGCLOCK_DEV_PATH, 0, TEST_GID));
+	ASSERT_EQ(0, chmod(HGCLOCK_DEV_PATH, 0660));
+	child = fork();
+	ASSERT_LE(0, child);
+	if (child == 0) {
+		struct hgclock_map cmap;
+		int nfd;
+		long n;
+
+		drop_to_nobody(0, TEST_GID);
+		nfd = open(HGCLOCK_DEV_PATH, O_RDWR | O_CLOEXEC);
+		if (nfd < 0 || hgclock_map_open(nfd, HGCLOCK_MAP_CONSUMER, &cmap))
+			_exit(100);
+		hgclock_ring_skip_all(&cmap);
+		if (write(ready[1], "r", 1) != 1 || read(done[0], &c, 1) != 1)
+			_exit(100);
+		n = tracking_records(&cmap);
+		if (n)
+			fprintf(stderr, "# child: %ld tracking records in an unprivileged session\n", n);
+		_exit(n ? 1 : 0);
+	}
+	ASSERT_EQ(0, hgclock_map_open(self->fd, HGCLOCK_MAP_CONSUMER, &map));
+	hgclock_ring_skip_all(&map);
+	ASSERT_EQ(1, read(ready[0], &c, 1));
+	ASSERT_EQ(0, hgclock_track(self->fd, getpid(), 1));
+	for (i = 0; i < 50; i++)
+		usleep(1000);
+	EXPECT_EQ(0, hgclock_track(self->fd, getpid(), 0));
+	ASSERT_EQ(1, write(done[1], "d", 1));
+	ASSERT_EQ(child, waitpid(child, &status, 0));
+	EXPECT_EQ(0, chown(HGCLOCK_DEV_PATH, st.st_uid, st.st_gid));
+	EXPECT_EQ(0, chmod(HGCLOCK_DEV_PATH, st.st_mode & 07777));
+	n_root = tracking_records(&map);
+	hgclock_map_close(&map);
+	EXPECT_LT(20, n_root);
+	ASSERT_TRUE(WIFEXITED(status));
+	EXPECT_EQ(0, WEXITSTATUS(status));
+}
+
+/* Root's file is not held to the unprivileged budget. */
+TEST_F(perm, privileged_reads_not_limited)
+{
+	EXPECT_EQ(0, all_cpu_reads_refused(self->fd, HGCLOCK_UNPRIV_CROSS_CPU_PER_SEC + 8));
 }
 
 /* The udev rule's mode and group, set by hand here and put back after. */

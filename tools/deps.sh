@@ -12,11 +12,14 @@ PKGS="linux-image-amd64 linux-headers-amd64
 linux-image-6.12-amd64 linux-headers-6.12-amd64
 linux-image-6.12-rt-amd64 linux-headers-6.12-rt-amd64
 qemu-system-x86 busybox-static kmod cpio
-libtraceevent-dev libtracefs-dev libtracecmd-dev trace-cmd
+libtraceevent-dev libtracefs-dev libtracecmd-dev trace-cmd libzstd-dev
 linux-source-6.1 pkg-config xz-utils zstd gcc make
 clang libclang-rt-14-dev python3 util-linux
 dkms python3-docutils
-flex bison bc libelf-dev libssl-dev"
+debhelper dh-dkms lintian
+flex bison bc libelf-dev libssl-dev
+sparse
+libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients"
 
 prog=${0##*/}
 

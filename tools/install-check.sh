@@ -1,5 +1,7 @@
 #!/bin/bash
-# `make install DESTDIR=<tmp>` and `make uninstall DESTDIR=<tmp>`, checked:
+# `make install install-module DESTDIR=<tmp>` (user space, then the module
+# for one kernel: complementary, no file in both) and `make uninstall
+# uninstall-module DESTDIR=<tmp>`, checked:
 # the exact list of files installed with their modes, the module in the
 # directory of the kernel it was built for, the udev rule's group and
 # mode, and nothing left after uninstall.  With DESTDIR set, install must
@@ -29,6 +31,12 @@ group_before=$(getent group hgclock || true)
 if ! nice make -s BUILD="$build" KDIR="$kdir" DESTDIR="$dest" install >"$log" 2>&1; then
 	tail -n 20 "$log" >&2
 	fail "make install DESTDIR=$dest failed (log $log)"
+fi
+# The module is install-module's (or DKMS's) alone.
+[ ! -e "$dest/lib/modules" ] || fail "make install installed a module: $(cd "$dest" && find lib/modules -type f)"
+if ! nice make -s BUILD="$build" KDIR="$kdir" DESTDIR="$dest" install-module >>"$log" 2>&1; then
+	tail -n 20 "$log" >&2
+	fail "make install-module DESTDIR=$dest failed (log $log)"
 fi
 
 ko=$(cd "$dest" && ls lib/modules/*/updates/hgclock.ko 2>/dev/null | head -n 1)
@@ -66,9 +74,9 @@ grep -Eq '^KERNEL=="hgclock",.*GROUP="hgclock".*MODE="0660"' "$rule" ||
 [ "$(getent group hgclock || true)" = "$group_before" ] ||
 	fail "install with DESTDIR changed the system's group hgclock"
 
-if ! make -s BUILD="$build" KDIR="$kdir" DESTDIR="$dest" uninstall >>"$log" 2>&1; then
+if ! make -s BUILD="$build" KDIR="$kdir" DESTDIR="$dest" uninstall uninstall-module >>"$log" 2>&1; then
 	tail -n 20 "$log" >&2
-	fail "make uninstall DESTDIR=$dest failed (log $log)"
+	fail "make uninstall uninstall-module DESTDIR=$dest failed (log $log)"
 fi
 left=$(cd "$dest" && find . -type f -printf '%P\n')
 [ -z "$left" ] || fail "left after uninstall: $left"

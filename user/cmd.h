@@ -16,16 +16,49 @@ struct hgclock_cmd {
 	const char *summary;
 };
 
+/*
+ * A binary's command line: hgclock has every command, hgclock-guest the
+ * guest-side ones.  Both dispatch through hg_dispatch(), so that help,
+ * usage and error texts and exit statuses are the same code.
+ */
+struct hgclock_cli {
+	const char *prog;		/* the binary's name: usage, --version, hg_err() */
+	const char *version;		/* HGCLOCK_VERSION */
+	const struct hgclock_cmd *cmds;
+	size_t nr_cmds;
+	const char *about;		/* usage's paragraph after the commands, or NULL */
+	const char *unknown_hint;	/* said after "unknown command 'X'", or NULL */
+};
+
+/*
+ * The commands hgclock-guest shares with hgclock, one entry each, so that
+ * both list them with the same summary (tools/deb-check.sh compares).
+ */
+#define HGCLOCK_CMD_INFO \
+	{ "info", cmd_info, "show the module's clock setup and ABI" }
+#define HGCLOCK_CMD_NOW \
+	{ "now", cmd_now, "read the kernel's trace clocks (ftrace local/perf, TSC, POSIX)" }
+#define HGCLOCK_CMD_AGENT \
+	{ "agent", cmd_agent, "serve this guest's clock data to 'record --guest' (vsock/TCP)" }
+#define HGCLOCK_CMD_MARK \
+	{ "mark", cmd_mark, \
+	  "guest: read the clocks, then exit to the host (CPUID) where it is traced" }
+#define HGCLOCK_CMD_PAIRMARK \
+	{ "pairmark", cmd_pairmark, \
+	  "guest without the module: markers around exits the host records" }
+
 int cmd_info(int argc, char **argv);
 int cmd_now(int argc, char **argv);
 int cmd_snapshots(int argc, char **argv);
 int cmd_vcpus(int argc, char **argv);
 int cmd_records(int argc, char **argv);
 int cmd_record(int argc, char **argv);
+int cmd_recover(int argc, char **argv);
 int cmd_dump(int argc, char **argv);
 int cmd_agent(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
 int cmd_mark(int argc, char **argv);
+int cmd_pairmark(int argc, char **argv);
 int cmd_merge(int argc, char **argv);
 int cmd_plot(int argc, char **argv);
 
@@ -35,6 +68,13 @@ void hg_print_record(const struct hgclock_rec_header *h, bool json, const char *
 
 /* util.c */
 extern const char *hgclock_prog;
+/*
+ * Runs the command argv[1] names ("help CMD" is "CMD --help", as in git)
+ * or prints usage or the version; sets hgclock_prog to @cli->prog first.
+ * The command's exit status, or HGCLOCK_EXIT_USAGE for an unknown command
+ * or none.  The caller still checks stdout (hg_close_stdout()).
+ */
+int hg_dispatch(const struct hgclock_cli *cli, int argc, char **argv);
 /* Prints "hgclock: <msg>" to stderr. */
 void hg_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Parses a decimal unsigned integer <= @max; false on any junk. */
@@ -67,9 +107,15 @@ int hg_drain_batched(struct hgclock_map *map, struct hg_batch *b,
 		     int (*flush)(const struct hg_batch *b, void *ctx), void *ctx);
 /* Opens the device or explains why not; returns fd or -(exit status). */
 int hg_open_device(void);
-/* Maps a whole file read-only (an empty file gives ""); an exit status. */
+/*
+ * Maps a whole file read-only (an empty file gives ""); an exit status:
+ * HGCLOCK_EXIT_FAILURE, said, when it cannot be opened or is not a
+ * regular file (a directory, a FIFO, a device: never waited on).
+ */
 int hg_map_file(const char *path, const void **buf, size_t *len);
 void hg_unmap_file(const void *buf, size_t len);
+/* Checks that an input can be opened and is a regular file, as above. */
+int hg_check_input(const char *path);
 /*
  * Maps a correlation file and loads its mapping (computing it when the
  * file has none) or says why not; an exit status.  On success the caller

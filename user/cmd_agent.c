@@ -11,21 +11,27 @@
  * --peer ADDR.  One host at a time; a version mismatch is answered with
  * an ERROR message naming both versions.  While a host is connected, every
  * --pair-interval ms it runs an exit pairing on each vCPU (module/pair.c):
- * their records go out with the ring.
+ * their records go out with the ring.  To a 1.2 host it also sends each
+ * online CPU's APIC ID, KVM's vcpu_id of that vCPU (CPU_MAP), at the
+ * start and whenever the set of online CPUs changes.
  */
 #include <arpa/inet.h>
+#include <cpuid.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -72,6 +78,206 @@ static void on_signal(int sig)
 {
 	(void)sig;
 	stop = 1;
+}
+
+/* ---- the CPU map: each guest CPU's APIC ID, which is KVM's vcpu_id ---- */
+
+/*
+ * This CPU's APIC ID from CPUID: the 32-bit x2APIC ID of leaf 0x1F or
+ * 0xB (EDX, the same in every subleaf; a leaf is there when subleaf 0
+ * has a level type, ECX[15:8]), else leaf 1's 8-bit initial APIC ID
+ * (EBX[31:24]).  QEMU sets both to the APIC ID it gives KVM as vcpu_id,
+ * and KVM's local APIC reports vcpu_id as the x2APIC ID.
+ */
+static uint32_t cpuid_apic_id(uint32_t *flags)
+{
+	static const unsigned int leaves[] = { 0x1f, 0xb };
+	unsigned int max = __get_cpuid_max(0, NULL), a, b, c, d;
+
+	for (unsigned int i = 0; i < sizeof(leaves) / sizeof(leaves[0]); i++) {
+		if (max < leaves[i])
+			continue;
+		__cpuid_count(leaves[i], 0, a, b, c, d);
+		if ((c >> 8) & 0xff) {
+			*flags = HGP_CPU_APIC_X2APIC;
+			return d;
+		}
+	}
+	__cpuid(1, a, b, c, d);
+	*flags = HGP_CPU_APIC_INITIAL;
+	return b >> 24;
+}
+
+/* A small text file whole (procfs/sysfs: read until EOF); NULL on error. */
+static char *read_text(const char *path, size_t *len)
+{
+	size_t cap = 65536, n = 0;
+	char *buf = malloc(cap);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (!buf || fd < 0)
+		goto fail;
+	for (;;) {
+		ssize_t r;
+
+		if (n + 1 >= cap) {
+			char *nb = cap < (64u << 20) ? realloc(buf, cap * 2) : NULL;
+
+			if (!nb)
+				goto fail;
+			buf = nb;
+			cap *= 2;
+		}
+		r = read(fd, buf + n, cap - n - 1);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			goto fail;
+		if (!r)
+			break;
+		n += (size_t)r;
+	}
+	close(fd);
+	buf[n] = '\0';
+	*len = n;
+	return buf;
+fail:
+	if (fd >= 0)
+		close(fd);
+	free(buf);
+	return NULL;
+}
+
+/*
+ * Fills @map (HGP_CPU_MAP_MAX entries) with one entry per online CPU, in
+ * CPU order.  The APIC ID is /proc/cpuinfo's "apicid", the kernel's own
+ * (since Linux 6.9 read from the APIC ID register, which KVM sets to the
+ * vcpu_id; before, from CPUID).  This thread is also pinned to each CPU
+ * in turn to read CPUID there: the cross-check, and the value when the
+ * kernel does not say.  A CPU neither names nor lets us run on is left
+ * out.  The thread's affinity is restored after.  Returns the number of
+ * entries.
+ */
+static unsigned int build_cpu_map(struct hgp_cpu_apic *map)
+{
+	int64_t *info_apic = malloc(HGP_CPU_MAP_MAX * sizeof(*info_apic));
+	size_t setsz = CPU_ALLOC_SIZE(HGP_CPU_MAP_MAX), len = 0;
+	cpu_set_t *saved = CPU_ALLOC(HGP_CPU_MAP_MAX), *one = CPU_ALLOC(HGP_CPU_MAP_MAX);
+	long conf = sysconf(_SC_NPROCESSORS_CONF);
+	unsigned int n = 0, limit = conf > 0 && conf < HGP_CPU_MAP_MAX ? (unsigned int)conf :
+							HGP_CPU_MAP_MAX;
+	char *text = read_text("/proc/cpuinfo", &len);
+	bool pin;
+
+	if (!info_apic || !saved || !one)
+		goto out;
+	if (!text || hgp_cpuinfo_apic_ids(text, len, info_apic, HGP_CPU_MAP_MAX) <= 0)
+		for (unsigned int c = 0; c < HGP_CPU_MAP_MAX; c++)
+			info_apic[c] = -1;
+	for (unsigned int c = limit; c < HGP_CPU_MAP_MAX; c++)
+		if (info_apic[c] >= 0)
+			limit = c + 1;
+	pin = !sched_getaffinity(0, setsz, saved);
+	for (unsigned int cpu = 0; cpu < limit; cpu++) {
+		struct hgp_cpu_apic *e = &map[n];
+		bool have_cpuid = false;
+		uint32_t cpuid_id = 0, flags = 0;
+
+		CPU_ZERO_S(setsz, one);
+		CPU_SET_S(cpu, setsz, one);
+		if (pin && !sched_setaffinity(0, setsz, one) && sched_getcpu() == (int)cpu) {
+			cpuid_id = cpuid_apic_id(&flags);
+			have_cpuid = true;
+		}
+		if (info_apic[cpu] < 0 && !have_cpuid)
+			continue;	/* offline, or neither source says */
+		memset(e, 0, sizeof(*e));
+		e->cpu = cpu;
+		if (info_apic[cpu] < 0) {
+			e->apic_id = cpuid_id;
+			e->flags = flags;
+		} else {
+			e->apic_id = (uint32_t)info_apic[cpu];
+			e->flags = HGP_CPU_APIC_CPUINFO;
+			/* Leaf 1's initial APIC ID has only the low 8 bits. */
+			if (have_cpuid)
+				e->flags |= flags | (cpuid_id == ((flags & HGP_CPU_APIC_INITIAL) ?
+						     (e->apic_id & 0xff) : e->apic_id) ?
+						     HGP_CPU_APIC_CHECKED : HGP_CPU_APIC_MISMATCH);
+		}
+		n++;
+	}
+	if (pin && sched_setaffinity(0, setsz, saved))
+		hg_err("agent: cannot restore the CPU affinity: %s", strerror(errno));
+out:
+	free(text);
+	free(info_apic);
+	if (saved)
+		CPU_FREE(saved);
+	if (one)
+		CPU_FREE(one);
+	return n;
+}
+
+/*
+ * The online CPUs as the kernel lists them ("0-3,5"), to notice a CPU
+ * brought up or down: cheap to read, unlike /proc/cpuinfo.
+ */
+static void online_cpus(char *buf, size_t size)
+{
+	size_t len;
+	char *t = read_text("/sys/devices/system/cpu/online", &len);
+
+	snprintf(buf, size, "%s", t ? t : "?");
+	free(t);
+}
+
+/* Sends the CPU map (CPU_MAP) to a 1.2 host; says it on stderr the first time. */
+static int send_cpu_map(int sock, bool verbose)
+{
+	struct hgp_cpu_apic *map = calloc(HGP_CPU_MAP_MAX, sizeof(*map));
+	unsigned int n = map ? build_cpu_map(map) : 0;
+	int ret = 0;
+
+	if (!n) {
+		hg_err("agent: no CPU map (cannot read the APIC IDs): the host assumes guest "
+		       "CPU n is vCPU n");
+		free(map);
+		return 0;
+	}
+	if (verbose) {
+		fprintf(stderr, "hgclock agent: CPU map (CPU:APIC ID):");
+		for (unsigned int i = 0; i < n && i < 64; i++)
+			fprintf(stderr, " %u:%u%s", map[i].cpu, map[i].apic_id,
+				map[i].flags & HGP_CPU_APIC_MISMATCH ? "(CPUID differs)" : "");
+		fprintf(stderr, "%s\n", n > 64 ? " ..." : "");
+	}
+	ret = hgp_send(sock, HGP_CPU_MAP, map, n * (uint32_t)sizeof(*map));
+	free(map);
+	return ret;
+}
+
+/*
+ * Says which machine this is (IDENTITY) to a 1.3 host: the nodename, the
+ * machine id and the boot id, so that `hgclock merge` can tell this
+ * guest's traces from another's.  Unreadable ones go empty; what is
+ * sent is said on standard error.
+ */
+static int send_identity(int sock)
+{
+	struct hgp_identity id;
+	struct utsname u;
+	size_t len;
+	char *mid = read_text("/etc/machine-id", &len);
+	char *bid = read_text("/proc/sys/kernel/random/boot_id", &len);
+
+	hgp_identity_fill(&id, uname(&u) ? NULL : u.nodename, mid, bid);
+	free(mid);
+	free(bid);
+	fprintf(stderr, "hgclock agent: identity: host '%s', machine id %s, boot id %s\n",
+		id.nodename, id.machine_id[0] ? id.machine_id : "(unreadable)",
+		id.boot_id[0] ? id.boot_id : "(unreadable)");
+	return hgp_send(sock, HGP_IDENTITY, &id, sizeof(id));
 }
 
 static int send_batch(const struct hg_batch *b, void *ctx)
@@ -232,6 +438,10 @@ static int serve(int sock, int lfd, int devfd, const struct hgclock_info *info, 
 	struct hgclock_map map;
 	struct hg_batch b = { .max = HGP_MAX_PAYLOAD };
 	double next_pair = 0;	/* CLOCK_MONOTONIC s of the next exit pairing */
+	double next_online = 0;	/* ... of the next look at the online CPUs */
+	bool cpu_map = false;	/* the host takes CPU_MAP (1.2) */
+	char online[256] = "";
+	bool pair_late_said = false;	/* a skipped pairing round was reported */
 	uint8_t *in;
 	char msg[160];
 	int ret;
@@ -278,6 +488,19 @@ static int serve(int sock, int lfd, int devfd, const struct hgclock_info *info, 
 		memcpy(reply + sizeof(mine), info, sizeof(*info));
 		ret = hgp_send(sock, HGP_HELLO_REPLY, reply, sizeof(reply));
 	}
+	/*
+	 * Which vCPU each CPU is, before any record: the host maps guest
+	 * CPUs to KVM's vCPUs with it (an older host would take the message
+	 * for a malformed one).
+	 */
+	/* Which machine this is (1.3; an older host would take it for malformed). */
+	if (!ret && hello.minor >= 3)
+		ret = send_identity(sock);
+	cpu_map = hello.minor >= 2;
+	if (!ret && cpu_map) {
+		online_cpus(online, sizeof(online));
+		ret = send_cpu_map(sock, true);
+	}
 	/* From now on, with every CPU's conversion first in the stream. */
 	hgclock_ring_skip_all(&map);
 	hgclock_snapshot(devfd, -1);
@@ -299,13 +522,36 @@ static int serve(int sock, int lfd, int devfd, const struct hgclock_info *info, 
 		clock_gettime(CLOCK_MONOTONIC, &now);
 		if (stop || (deadline && now.tv_sec + now.tv_nsec / 1e9 >= deadline))
 			break;
+		/* A CPU brought up or down (hotplug): the map again, once a second. */
+		if (cpu_map && now.tv_sec + now.tv_nsec / 1e9 >= next_online) {
+			char cur[sizeof(online)];
+
+			online_cpus(cur, sizeof(cur));
+			if (strcmp(cur, online)) {
+				memcpy(online, cur, sizeof(online));
+				ret = send_cpu_map(sock, true);
+				if (ret)
+					break;
+			}
+			next_online = now.tv_sec + now.tv_nsec / 1e9 + 1;
+		}
 		if (pair_interval_ms) {
 			double t = now.tv_sec + now.tv_nsec / 1e9;
 
 			if (t >= next_pair) {
 				int n = hgclock_exit_pair(devfd, -1);
 
-				if (n < 0 && n != -EINTR) {
+				/*
+				 * A vCPU its host did not run in time
+				 * (ETIMEDOUT) or the unprivileged budget
+				 * (EAGAIN): this round only, said once.
+				 * Anything else stops pairing.
+				 */
+				if ((n == -ETIMEDOUT || n == -EAGAIN) && !pair_late_said) {
+					hg_err("agent: exit pairing round skipped (%s); trying again",
+					       strerror(-n));
+					pair_late_said = true;
+				} else if (n < 0 && n != -EINTR && n != -ETIMEDOUT && n != -EAGAIN) {
 					hg_err("agent: exit pairing failed (%s): stopped",
 					       strerror(-n));
 					pair_interval_ms = 0;

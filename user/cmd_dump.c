@@ -14,6 +14,7 @@
 #include "cmd.h"
 #include "corr.h"
 #include "libhgclock.h"
+#include "output.h"
 #include "sync.h"
 
 static const char *section_name(uint32_t type)
@@ -37,6 +38,10 @@ static const char *section_name(uint32_t type)
 		return "guest_vm";
 	case HGCOR_SEC_SEGMENTS:
 		return "segments";
+	case HGCOR_SEC_CPU_MAP:
+		return "cpu_map";
+	case HGCOR_SEC_GUEST_IDENTITY:
+		return "guest_identity";
 	default:
 		return "unknown";
 	}
@@ -47,6 +52,8 @@ struct dump_ctx {
 	bool summary;
 	const char *prefix;
 	uint64_t nr_records;
+	/* Compressed sections: how many, their payloads stored and uncompressed. */
+	uint64_t nr_zstd, zstd_stored, zstd_raw;
 };
 
 static int dump_rec(const void *rec, size_t size, void *arg)
@@ -142,7 +149,8 @@ static void dump_usage(FILE *out)
 {
 	fprintf(out, "usage: hgclock dump FILE [--json] [--summary]\n"
 		"Prints a correlation file written by 'hgclock record': its sections\n"
-		"and every record in them (--summary: counts only).  --json prints one\n"
+		"and every record in them (--summary: counts only, and for a compressed\n"
+		"section its bytes stored and uncompressed).  --json prints one\n"
 		"JSON object per line.  Exit status 6 for a damaged or unsupported file.\n");
 }
 
@@ -154,6 +162,7 @@ int cmd_dump(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
+	static const char *const stdout_path = "-";
 	struct dump_ctx ctx = { 0 };
 	struct hgcor_reader r;
 	struct hgcor_view v;
@@ -181,6 +190,9 @@ int cmd_dump(int argc, char **argv)
 		dump_usage(stderr);
 		return HGCLOCK_EXIT_USAGE;
 	}
+	ret = hg_check_outputs((const char *const *)&argv[optind], 1, &stdout_path, 1);
+	if (ret)
+		return ret;
 	ret = hg_map_file(argv[optind], &buf, &len);
 	if (ret)
 		return ret;
@@ -255,19 +267,81 @@ int cmd_dump(int argc, char **argv)
 					print_segment(&sg, ctx.json);
 			}
 			break;
+		case HGCOR_SEC_CPU_MAP: {
+			uint32_t gid;
+
+			memcpy(&gid, v.payload, sizeof(gid));
+			for (uint64_t off = 8; off + sizeof(struct hgcor_cpu_apic) <= v.length;
+			     off += sizeof(struct hgcor_cpu_apic)) {
+				struct hgcor_cpu_apic e;
+
+				memcpy(&e, v.payload + off, sizeof(e));
+				ctx.nr_records++;
+				if (ctx.summary)
+					continue;
+				if (ctx.json)
+					printf("{\"section\": \"cpu_map\", \"guest\": %u, "
+					       "\"cpu\": %u, \"apic_id\": %u, \"flags\": %u}\n",
+					       gid, e.guest_cpu, e.apic_id, e.flags);
+				else
+					printf("guest%u cpu %u: APIC ID %u (KVM vcpu_id)\n", gid,
+					       e.guest_cpu, e.apic_id);
+			}
+			break;
+		}
+		case HGCOR_SEC_GUEST_IDENTITY: {
+			/* The strings are checked (corr_check.c): no quote, no backslash. */
+			struct hgcor_identity id;
+			uint32_t gid;
+
+			memcpy(&gid, v.payload, sizeof(gid));
+			memcpy(&id, v.payload + 8, sizeof(id));
+			if (ctx.json)
+				printf("{\"section\": \"guest_identity\", \"guest\": %u, "
+				       "\"nodename\": \"%s\", \"machine_id\": \"%s\", "
+				       "\"boot_id\": \"%s\"}\n", gid, id.nodename, id.machine_id,
+				       id.boot_id);
+			else
+				printf("guest%u: host name '%s', machine id %s, boot id %s\n", gid,
+				       id.nodename, id.machine_id[0] ? id.machine_id : "(unknown)",
+				       id.boot_id[0] ? id.boot_id : "(unknown)");
+			break;
+		}
 		default:
 			if (!ctx.json)
 				printf("skipped optional section type %u (%" PRIu64 " bytes)\n",
 				       v.type, v.length);
 		}
+		if (v.encoding == HGCOR_ENC_ZSTD) {
+			ctx.nr_zstd++;
+			ctx.zstd_stored += v.stored_length;
+			ctx.zstd_raw += v.length;
+		}
+		/*
+		 * "bytes": what the section takes in the file (its payload as
+		 * stored), so that offsets add up; a compressed one also says
+		 * its size uncompressed.
+		 */
 		if (ctx.summary && ctx.json)
 			printf("{\"section\": \"%s\", \"offset\": %" PRIu64 ", \"bytes\": %" PRIu64
+			       ", \"uncompressed\": %" PRIu64 ", \"compression\": \"%s\""
 			       ", \"records\": %" PRIu64 "}\n", section_name(v.type), v.offset,
-			       v.length, ctx.nr_records - before);
+			       v.stored_length, v.length,
+			       v.encoding == HGCOR_ENC_ZSTD ? "zstd" : "none",
+			       ctx.nr_records - before);
+		else if (ctx.summary && v.encoding == HGCOR_ENC_ZSTD)
+			printf("section %-13s at %8" PRIu64 ": %8" PRIu64 " bytes, %" PRIu64
+			       " records, zstd: %" PRIu64 " bytes uncompressed\n",
+			       section_name(v.type), v.offset, v.stored_length,
+			       ctx.nr_records - before, v.length);
 		else if (ctx.summary)
 			printf("section %-13s at %8" PRIu64 ": %8" PRIu64 " bytes, %" PRIu64 " records\n",
 			       section_name(v.type), v.offset, v.length, ctx.nr_records - before);
 	}
+	if (ctx.summary && !ctx.json && ctx.nr_zstd)
+		printf("%" PRIu64 " compressed sections: %" PRIu64 " bytes stored for %" PRIu64
+		       " (%.2fx)\n", ctx.nr_zstd, ctx.zstd_stored, ctx.zstd_raw,
+		       ctx.zstd_stored ? (double)ctx.zstd_raw / (double)ctx.zstd_stored : 0.0);
 	if (ret < 0) {
 		hg_err("%s: %s (at byte %zu, after %" PRIu64 " sections)", argv[optind],
 		       hgcor_strerror(ret), r.pos, r.nr_sections);
@@ -276,6 +350,7 @@ int cmd_dump(int argc, char **argv)
 		       r.nr_sections, ctx.nr_records);
 	}
 out:
+	hgcor_release(&r);
 	hg_unmap_file(buf, len);
 	return ret < 0 ? HGCLOCK_EXIT_BAD_INPUT : HGCLOCK_EXIT_OK;
 }

@@ -85,6 +85,11 @@ static void info_json(const struct hgclock_info *info, const struct hgclock_map 
 	json_string(&w, "hypervisor", info->hypervisor);
 	json_u64(&w, "ring_size", info->ring_size);
 	json_u64(&w, "snapshot_period_ns", info->snapshot_period_ns);
+	json_u64(&w, "max_tracked", info->max_tracked);
+	json_u64(&w, "nr_untracked", info->nr_untracked);
+	json_u64(&w, "nr_exits_suppressed", info->nr_exits_suppressed);
+	json_u64(&w, "ring_bytes", info->ring_bytes);
+	json_u64(&w, "ring_max_bytes", info->ring_max_bytes);
 	if (map)
 		ring_json(&w, map);
 	json_end_object(&w);
@@ -110,6 +115,15 @@ static void info_text(const struct hgclock_info *info, const struct hgclock_map 
 		       (unsigned long long)(info->snapshot_period_ns / 1000000));
 	else
 		printf("snapshots:      periodic snapshots off\n");
+	if (info->ring_max_bytes)
+		printf("ring memory:    %llu KiB of at most %llu MiB\n",
+		       (unsigned long long)info->ring_bytes >> 10,
+		       (unsigned long long)info->ring_max_bytes >> 20);
+	if (info->max_tracked)
+		printf("tracking:       %u threads at most, %llu refused (table full),"
+		       " %llu exit pairings over the rate\n", info->max_tracked,
+		       (unsigned long long)info->nr_untracked,
+		       (unsigned long long)info->nr_exits_suppressed);
 	if (map)
 		ring_text(map);
 }

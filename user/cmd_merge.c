@@ -2,7 +2,7 @@
 /*
  * hgclock merge CORR [HOST.dat [GUEST.dat...]] [--host F] [--guest [ID=]F]...
  *               [-o TEXT] [--json FILE] [--no-text] [--method M] [--recompute]
- *               [--progress|--no-progress] [--quiet]
+ *               [--progress|--no-progress] [--quiet] [--force]
  *
  * One timeline from a host's and its guests' trace.dat files: every guest
  * event in host time through the correlation file's mapping, tagged with
@@ -14,19 +14,87 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <trace-cmd.h>
+
 #include "cmd.h"
+#include "corr.h"
 #include "libhgclock.h"
+#include "markpair.h"
 #include "merge.h"
+#include "output.h"
+
+/* Exported by libtracecmd 3.x, declared only in its private header (merge.c). */
+const char *tracecmd_get_uname(struct tracecmd_input *handle);
+int tracecmd_cpus(struct tracecmd_input *handle);
+
+/*
+ * Marker pairings (`hgclock pairmark` in the guest: sync.rst, "Guests
+ * without the module") from guest trace @in joined with the host's
+ * EXIT_HOST records of its VM, added to @s as the "marker" method.  Then,
+ * for a guest recorded without an agent, what has no mapping is said:
+ * local/perf without markers.  0, or an exit status (said).
+ */
+static int add_marker_pairs(struct hgsync *s, const char *corr,
+			    const struct hgm_input_spec *in, bool quiet)
+{
+	const struct hgsync_guest *g = &s->guests[in->guest];
+	struct hg_markpair_opts opts = {
+		.vm_pid = g->vm.vm_pid > 0 ? g->vm.vm_pid : -1, .key = -1,
+		.cpu_vcpu = g->nr_cpu_vcpu ? g->cpu_vcpu : NULL, .nr_cpu_vcpu = g->nr_cpu_vcpu,
+	};
+	struct hg_markpair_stats st;
+	struct tracecmd_input *h;
+	struct hg_markpair *pairs = NULL;
+	size_t nr = 0;
+	char err[300];
+	int ret;
+
+	h = hg_markpair_open(in->path, err, sizeof(err));
+	if (!h) {
+		hg_err("%s", err);
+		return HGCLOCK_EXIT_BAD_INPUT;
+	}
+	ret = hg_markpair_collect(h, s, &opts, &pairs, &nr, &st);
+	tracecmd_close(h);
+	if (ret == -EINVAL)		/* a clock merge refuses itself, later */
+		return 0;
+	if (!ret && nr)
+		ret = hgsync_add_markpairs(s, (uint32_t)in->guest, pairs, nr);
+	free(pairs);
+	if (ret) {
+		hg_err("%s: marker pairings: %s", in->path, strerror(-ret));
+		return ret == -ENOMEM ? HGCLOCK_EXIT_FAILURE : HGCLOCK_EXIT_BAD_INPUT;
+	}
+	if (st.markers && !quiet)
+		fprintf(stderr, "hgclock merge: %s: guest %d: %llu marker pairings from %llu "
+			"markers (%llu without their host exit, %llu malformed, %llu dropped "
+			"otherwise)\n", in->path, in->guest, (unsigned long long)st.pairs,
+			(unsigned long long)st.markers, (unsigned long long)st.no_exit,
+			(unsigned long long)st.malformed,
+			(unsigned long long)(st.out_of_range + st.duplicate + st.no_begin +
+					     st.no_end + st.cross_cpu + st.reversed + st.too_wide +
+					     st.ambiguous_exit + st.bad_exit + st.vcpu_mismatch));
+	if (g->agentless && st.guest_clock != HGSYNC_CLOCK_TSC && !g->nr_mpairs) {
+		char why[300];
+
+		hg_err("%s: %s: its events stay unmapped", corr,
+		       hgsync_no_map_reason(s, (uint32_t)in->guest, st.guest_clock, why,
+					    sizeof(why)));
+	}
+	return 0;
+}
 
 static void merge_usage(FILE *out)
 {
 	fprintf(out,
 		"usage: hgclock merge CORR [HOST.dat [GUEST.dat...]] [--host FILE]\n"
 		"                     [--guest [ID=]FILE]... [-o FILE] [--json FILE] [--no-text]\n"
-		"                     [--method auto|kvm-exact|exit|probe] [--recompute] [--threads N]\n"
-		"                     [--progress|--no-progress] [--quiet]\n"
+		"                     [--method auto|kvm-exact|exit|probe|marker] [--recompute]\n"
+		"                     [--threads N]\n"
+		"                     [--progress|--no-progress] [--quiet] [--force]\n"
 		"Merges trace-cmd trace.dat files of a host and its guests into one timeline\n"
 		"in the host's clock, with the mapping in the correlation file CORR (from\n"
 		"hgclock record).  After CORR: the host's file, then guest 0's, guest 1's...\n"
@@ -36,18 +104,26 @@ static void merge_usage(FILE *out)
 		"  -o, --output FILE   the text timeline (default: standard output)\n"
 		"  --json FILE         a Chrome/Perfetto JSON trace (ui.perfetto.dev)\n"
 		"  --no-text           no text timeline\n"
-		"  --method M          auto (default: the best), kvm-exact or probe only\n"
+		"  --method M          auto (default: the best), kvm-exact, exit, probe or marker\n"
+		"                      only (marker: 'hgclock pairmark' markers in a guest trace)\n"
 		"  --recompute         ignore the mapping stored in CORR, compute it again\n"
 		"  --threads N         decode and format on N threads (default: the CPUs, <= 8)\n"
 		"  --progress          a progress line on standard error (default on a tty)\n"
 		"  --quiet             no summary on standard error\n"
+		"  --force             merge inputs that do not look like they belong together\n"
+		"                      (a host trace recorded elsewhere, one file given twice,\n"
+		"                      a guest trace recorded on another guest)\n"
 		"Guest lines carry \"gG vV hHHH\" (guest, vCPU, host CPU) and, at the end,\n"
 		"{tid T, +-B ns, METHOD}: the vCPU's host thread, the error bound, the method.\n"
-		"Events no mapping covers are kept and marked UNMAPPED.\n");
+		"Events no mapping covers are kept and marked UNMAPPED.  No output may be an\n"
+		"input; each is written to a temporary file renamed into place at the end.\n");
 }
 
-/* "[ID=]FILE": the guest's id in the correlation (default: the next one). */
-static void guest_spec(const char *spec, int *next_id, struct hgm_input_spec *in)
+/*
+ * "[ID=]FILE": the guest's id in the correlation (default: the next one).
+ * record --merge-guest reads its arguments with this too (merge.h).
+ */
+void hgm_guest_spec(const char *spec, int *next_id, struct hgm_input_spec *in)
 {
 	const char *eq = strchr(spec, '=');
 	uint64_t id = (uint64_t)*next_id;
@@ -83,8 +159,10 @@ static void summary(const struct hgm_par_result *r)
 	fprintf(stderr, "; mapped by kvm-exact %" PRIu64 ", exit %" PRIu64 ", probe %" PRIu64,
 		r->by_method[HGCOR_METHOD_KVM_EXACT], r->by_method[HGCOR_METHOD_EXIT],
 		r->by_method[HGCOR_METHOD_PROBE]);
+	if (r->by_method[HGSYNC_METHOD_MARKER])
+		fprintf(stderr, ", marker %" PRIu64, r->by_method[HGSYNC_METHOD_MARKER]);
 	if (r->by_method[HGCOR_METHOD_KVM_EXACT] || r->by_method[HGCOR_METHOD_PROBE] ||
-	    r->by_method[HGCOR_METHOD_EXIT])
+	    r->by_method[HGCOR_METHOD_EXIT] || r->by_method[HGSYNC_METHOD_MARKER])
 		fprintf(stderr, "; max bound %" PRIu64 " ns", r->max_bound_ns);
 	fprintf(stderr, "\n");
 }
@@ -150,6 +228,242 @@ out:
 	return ret;
 }
 
+/* The host name 'record' wrote into its NOTE ("hgclock record on NAME; ..."), or "". */
+static void corr_host_name(const void *buf, size_t len, char *name, size_t size)
+{
+	static const char prefix[] = "hgclock record on ";
+	struct hgcor_reader r;
+	struct hgcor_view v;
+
+	name[0] = '\0';
+	if (hgcor_open(&r, buf, len))
+		return;
+	while (hgcor_next(&r, &v) > 0) {
+		const char *note = (const char *)v.payload, *end;
+
+		if (v.type != HGCOR_SEC_NOTE || v.length <= sizeof(prefix) - 1 ||
+		    memcmp(note, prefix, sizeof(prefix) - 1))
+			continue;
+		note += sizeof(prefix) - 1;
+		end = memchr(note, ';', v.length - (sizeof(prefix) - 1));
+		if (end && (size_t)(end - note) < size) {
+			memcpy(name, note, (size_t)(end - note));
+			name[end - note] = '\0';
+		}
+		hgcor_release(&r);	/* stopped before the end */
+		return;
+	}
+}
+
+/*
+ * The nodename in a trace.dat's uname ("sysname nodename release ..."),
+ * as it is: "(none)" too, the kernel's name for a machine never named.
+ * "" when the file has no uname.
+ */
+static void trace_nodename(struct tracecmd_input *h, char *name, size_t size)
+{
+	const char *u = tracecmd_get_uname(h), *p, *e;
+
+	name[0] = '\0';
+	if (!u || !(p = strchr(u, ' ')))
+		return;
+	p++;
+	e = strchr(p, ' ');
+	if (!e)
+		e = p + strlen(p);
+	if ((size_t)(e - p) < size) {
+		memcpy(name, p, (size_t)(e - p));
+		name[e - p] = '\0';
+	}
+}
+
+/*
+ * The host name in a trace.dat's uname ("Linux NAME release machine"):
+ * its nodename, "" for none or the kernel's "(none)".
+ */
+static void trace_host_name(struct tracecmd_input *h, char *name, size_t size)
+{
+	trace_nodename(h, name, size);
+	if (!strncmp(name, "(none)", 6))
+		name[0] = '\0';
+}
+
+/*
+ * Guest @gid's identity from its agent (GUEST_IDENTITY, format 1.3; the
+ * last one wins): true, or false when the file has none (an older agent,
+ * a guest recorded without one).  The reader checked its strings
+ * (corr_check.c): terminated, printable, no spaces.
+ */
+static bool corr_guest_identity(const void *buf, size_t len, uint32_t gid,
+				struct hgcor_identity *id)
+{
+	struct hgcor_reader r;
+	struct hgcor_view v;
+	bool found = false;
+
+	if (hgcor_open(&r, buf, len))
+		return false;
+	while (hgcor_next(&r, &v) > 0) {
+		uint32_t g;
+
+		if (v.type != HGCOR_SEC_GUEST_IDENTITY || v.length != 8 + sizeof(*id))
+			continue;
+		memcpy(&g, v.payload, sizeof(g));
+		if (g != gid)
+			continue;
+		memcpy(id, v.payload + 8, sizeof(*id));
+		found = true;
+	}
+	return found;
+}
+
+/*
+ * Is guest trace @in (open as @h) that guest's?  Its uname's nodename
+ * against the one the guest's agent sent (IDENTITY), literally: "(none)"
+ * is a name too (a guest never named), and both are read while the same
+ * guest runs, so they differ only if the trace is another machine's.
+ * Writes the reason into @msg and returns true when it is not; sets
+ * *@unchecked when the file has no identity for that guest.
+ */
+static bool guest_trace_mismatch(const struct hgsync *s, const void *buf, size_t len,
+				 const struct hgm_input_spec *in, struct tracecmd_input *h,
+				 bool *unchecked, char *msg, size_t size)
+{
+	const struct hgsync_guest *sg;
+	struct hgcor_identity id;
+	char name[256], who[64] = "";
+
+	if (in->guest < 0 || (unsigned int)in->guest >= s->nr_guests)
+		return false;	/* a guest the file does not have: the merge says so */
+	sg = &s->guests[in->guest];
+	if (sg->vm.spec[0])
+		snprintf(who, sizeof(who), " (%.16s)", sg->vm.spec);
+	if (!corr_guest_identity(buf, len, (uint32_t)in->guest, &id)) {
+		*unchecked = true;
+	} else {
+		trace_nodename(h, name, sizeof(name));
+		if (name[0] && strcmp(name, id.nodename)) {
+			snprintf(msg, size, "guest %d's trace %s was recorded on host '%s', but "
+				 "guest %d%s is '%s'", in->guest, in->path, name, in->guest, who,
+				 id.nodename);
+			return true;
+		}
+	}
+	/* Its CPU count against the guest's is the merge's (merge.c), --force or not. */
+	return false;
+}
+
+/*
+ * Do the inputs belong together, as far as the files say?  A file given
+ * twice, a host trace that a guest's trace names as its host (trace-cmd
+ * record -A records the peers' trace ids) or recorded on another machine
+ * than the correlation file's host, more CPUs than that host has, or a
+ * guest trace recorded on the host itself.  One line with the reason;
+ * HGCLOCK_EXIT_OK or HGCLOCK_EXIT_BAD_INPUT.  --force skips this.
+ */
+static int check_claims(const struct hgsync *s, const void *buf, size_t len,
+			const struct hgm_input_spec *in, int n, bool force, bool quiet,
+			const char *corr)
+{
+	char unchecked_ids[128] = "";
+	size_t nr_unchecked = 0;
+	/* Per input, on the heap: up to HGM_MAX_INPUTS of them (155 KB). */
+	struct tracecmd_input **h = calloc((size_t)n, sizeof(*h));
+	struct stat *st = calloc((size_t)n, sizeof(*st));
+	char corr_host[256], name[256];
+	const char *why = NULL;
+	char msg[1024];
+	int ret = HGCLOCK_EXIT_OK;
+
+	if (!h || !st) {
+		free(h);
+		free(st);
+		hg_err("out of memory");
+		return HGCLOCK_EXIT_FAILURE;
+	}
+	corr_host_name(buf, len, corr_host, sizeof(corr_host));
+	for (int i = 0; i < n; i++) {
+		if (stat(in[i].path, &st[i]))
+			memset(&st[i], 0, sizeof(st[i]));
+		for (int j = 0; j < i && !why; j++)
+			if (st[i].st_ino && st[i].st_dev == st[j].st_dev &&
+			    st[i].st_ino == st[j].st_ino) {
+				snprintf(msg, sizeof(msg), "%s and %s are the same file: one trace "
+					 "cannot be two machines'", in[j].path, in[i].path);
+				why = msg;
+			}
+		h[i] = tracecmd_open_head(in[i].path, 0);
+		/* Unreadable files are the merge's to report, with its words. */
+	}
+	for (int i = 0; i < n && !why; i++) {
+		if (!h[i])
+			continue;
+		trace_host_name(h[i], name, sizeof(name));
+		if (in[i].guest < 0) {
+			for (int j = 0; j < n && !why; j++) {
+				const char *gname = NULL;
+				const int *pids;
+				int vcpus;
+
+				if (j == i || !h[j] ||
+				    tracecmd_get_guest_cpumap(h[j], tracecmd_get_traceid(h[i]), &gname,
+							      &vcpus, &pids))
+					continue;
+				snprintf(msg, sizeof(msg), "%s is a guest's trace, not the host's: %s "
+					 "names it as its guest%s%s", in[i].path, in[j].path,
+					 gname && *gname ? " " : "", gname ? gname : "");
+				why = msg;
+			}
+			if (!why && corr_host[0] && name[0] && strcmp(name, corr_host)) {
+				snprintf(msg, sizeof(msg), "%s was recorded on '%s', but the correlation "
+					 "file's host is '%s': not the host's trace?", in[i].path, name,
+					 corr_host);
+				why = msg;
+			}
+			if (!why && s->host_info.nr_cpu_ids &&
+			    (unsigned int)tracecmd_cpus(h[i]) > s->host_info.nr_cpu_ids) {
+				snprintf(msg, sizeof(msg), "%s has %d CPUs, but the correlation file's "
+					 "host has %u: not the host's trace?", in[i].path,
+					 tracecmd_cpus(h[i]), s->host_info.nr_cpu_ids);
+				why = msg;
+			}
+		} else if (corr_host[0] && name[0] && !strcmp(name, corr_host)) {
+			snprintf(msg, sizeof(msg), "%s was recorded on the correlation file's host '%s':"
+				 " the host's trace, not guest %d's?", in[i].path, name, in[i].guest);
+			why = msg;
+		} else {
+			bool unchecked = false;
+
+			if (guest_trace_mismatch(s, buf, len, &in[i], h[i], &unchecked, msg,
+						 sizeof(msg)))
+				why = msg;
+			else if (unchecked && nr_unchecked++ < 8) {
+				size_t u = strlen(unchecked_ids);
+
+				snprintf(unchecked_ids + u, sizeof(unchecked_ids) - u, "%s%d",
+					 u ? ", " : "", in[i].guest);
+			}
+		}
+	}
+	if (why && force) {
+		hg_err("warning: %s; merging anyway (--force)", why);
+	} else if (why) {
+		hg_err("%s (--force merges anyway)", why);
+		ret = HGCLOCK_EXIT_BAD_INPUT;
+	} else if (nr_unchecked && !quiet) {
+		/* Once: files from agents before protocol 1.3 have no identity. */
+		hg_err("%s: guest%s %s%s: no identity recorded (no agent, or one before protocol "
+		       "1.3): cannot check that the trace given is that guest's", corr,
+		       nr_unchecked > 1 ? "s" : "", unchecked_ids, nr_unchecked > 8 ? "..." : "");
+	}
+	for (int i = 0; i < n; i++)
+		if (h[i])
+			tracecmd_close(h[i]);
+	free(h);
+	free(st);
+	return ret;
+}
+
 int cmd_merge(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -164,6 +478,7 @@ int cmd_merge(int argc, char **argv)
 		{ "progress", no_argument, NULL, 'p' },
 		{ "no-progress", no_argument, NULL, 'P' },
 		{ "quiet", no_argument, NULL, 'q' },
+		{ "force", no_argument, NULL, 'F' },
 		{ "help", no_argument, NULL, 'h' },
 		{}
 	};
@@ -174,9 +489,11 @@ int cmd_merge(int argc, char **argv)
 	struct hgsync s;
 	const char *out_path = "-", *json_path = NULL, *corr, *host_path = NULL;
 	int nr_guest_specs = 0, next_guest = 0, progress = -1, c, ret, rc;
-	bool no_text = false, quiet = false, recompute = false;
+	bool no_text = false, quiet = false, recompute = false, force = false;
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 	uint64_t threads = ncpu > 8 ? 8 : ncpu > 0 ? (uint64_t)ncpu : 1;
+	struct hg_output to = { 0 }, jo = { 0 };
+	const char *ins[1 + HGM_MAX_INPUTS], *outs[2];
 	FILE *tout = NULL, *jout = NULL;
 	const void *buf = NULL;
 	size_t len = 0;
@@ -205,7 +522,8 @@ int cmd_merge(int argc, char **argv)
 			break;
 		case 'm':
 			if (hgsync_method_parse(optarg) < 0) {
-				hg_err("--method: auto, kvm-exact, exit or probe, not '%s'", optarg);
+				hg_err("--method: auto, kvm-exact, exit, probe or marker, not '%s'",
+				       optarg);
 				return HGCLOCK_EXIT_USAGE;
 			}
 			par.opt.method = (uint32_t)hgsync_method_parse(optarg);
@@ -227,6 +545,9 @@ int cmd_merge(int argc, char **argv)
 			break;
 		case 'q':
 			quiet = true;
+			break;
+		case 'F':
+			force = true;
 			break;
 		case 'h':
 			merge_usage(stdout);
@@ -257,7 +578,7 @@ int cmd_merge(int argc, char **argv)
 			hg_err("too many inputs");
 			return HGCLOCK_EXIT_USAGE;
 		}
-		guest_spec(guest_specs[i], &next_guest, &inputs[par.nr_inputs++]);
+		hgm_guest_spec(guest_specs[i], &next_guest, &inputs[par.nr_inputs++]);
 	}
 	if (!par.nr_inputs) {
 		hg_err("no trace.dat to merge: give the host's and the guests' files");
@@ -268,32 +589,62 @@ int cmd_merge(int argc, char **argv)
 		return HGCLOCK_EXIT_USAGE;
 	}
 
+	/* No output may be an input, nor two outputs one file: before anything is opened. */
+	ins[0] = corr;
+	for (int i = 0; i < par.nr_inputs; i++)
+		ins[1 + i] = inputs[i].path;
+	outs[0] = no_text ? NULL : out_path;
+	outs[1] = json_path;
+	ret = hg_check_outputs(ins, 1 + par.nr_inputs, outs, 2);
+	if (ret)
+		return ret;
+	/* Missing or unreadable inputs, directories, FIFOs: exit 1, before any work. */
+	for (int i = 0; i < par.nr_inputs; i++) {
+		ret = hg_check_input(inputs[i].path);
+		if (ret)
+			return ret;
+	}
 	/* The correlation file first: its errors are the cheapest to find. */
 	ret = hg_load_sync(corr, recompute ? HGSYNC_IGNORE_SEGMENTS : 0, &s, &buf, &len);
 	if (ret)
 		return ret;
+	/* With --force, what does not fit is a warning. */
+	ret = check_claims(&s, buf, len, inputs, par.nr_inputs, force, quiet, corr);
+	if (ret)
+		goto out;
+	/*
+	 * Which vCPU thread and host CPU a guest CPU's events get depends on
+	 * the vCPU identity (sync.rst): a doubtful one is said even with -q,
+	 * an assumed one unless -q.
+	 */
+	for (int i = 0; i < par.nr_inputs; i++) {
+		char note[512];
+		int g = inputs[i].guest, say;
+
+		if (g < 0 || (unsigned int)g >= s.nr_guests)
+			continue;
+		say = hgsync_identity_note(&s, (uint32_t)g, note, sizeof(note));
+		if (say == 2 || (say && !quiet))
+			hg_err("%s: guest %d: %s", corr, g, note);
+	}
+	for (int i = 0; i < par.nr_inputs; i++) {
+		if (inputs[i].guest < 0 || !hgsync_guest_known(&s, (uint32_t)inputs[i].guest))
+			continue;
+		ret = add_marker_pairs(&s, corr, &inputs[i], quiet);
+		if (ret)
+			goto out;
+	}
 	ret = HGCLOCK_EXIT_FAILURE;
-	/* Inputs are checked before any output file is created. */
-	for (int i = 0; i < par.nr_inputs; i++)
-		if (access(inputs[i].path, R_OK)) {
-			hg_err("%s: %s", inputs[i].path, strerror(errno));
-			ret = HGCLOCK_EXIT_BAD_INPUT;
-			goto out;
-		}
 	if (!no_text) {
-		tout = strcmp(out_path, "-") ? fopen(out_path, "w") : stdout;
-		if (!tout) {
-			hg_err("%s: %s", out_path, strerror(errno));
+		if (hg_output_open(&to, out_path))
 			goto out;
-		}
+		tout = to.f;
 		setvbuf(tout, NULL, _IOFBF, 1 << 20);
 	}
 	if (json_path) {
-		jout = strcmp(json_path, "-") ? fopen(json_path, "w") : stdout;
-		if (!jout) {
-			hg_err("%s: %s", json_path, strerror(errno));
+		if (hg_output_open(&jo, json_path))
 			goto out;
-		}
+		jout = jo.f;
 		setvbuf(jout, NULL, _IOFBF, 1 << 20);
 	}
 	par.sync = &s;
@@ -305,27 +656,29 @@ int cmd_merge(int argc, char **argv)
 	rc = threads > 1 ? hgm_par_run(&par, &res, err, sizeof(err)) :
 			   merge_one_thread(&par, &res, err, sizeof(err));
 	if (rc) {
-		hg_err("%s", err);
+		/* A failed write: the output is named, and the old file stays. */
+		if (tout && ferror(tout))
+			hg_err("%s: %s", hg_output_name(out_path), err);
+		else if (jout && ferror(jout))
+			hg_err("%s: %s", hg_output_name(json_path), err);
+		else
+			hg_err("%s", err);
 		/* Unreadable inputs are the user's; memory and failed writes ours. */
 		ret = rc == HGM_E_SYSTEM ? HGCLOCK_EXIT_FAILURE : HGCLOCK_EXIT_BAD_INPUT;
 		goto out;
 	}
-	if ((tout && fflush(tout)) || (jout && fflush(jout))) {
-		hg_err("writing the output: %s", strerror(errno));
-		goto out;
-	}
-	if (!quiet)
+	ret = tout ? hg_output_commit(&to) : HGCLOCK_EXIT_OK;
+	tout = NULL;
+	if (!ret && jout)
+		ret = hg_output_commit(&jo);
+	jout = NULL;
+	if (!ret && !quiet)
 		summary(&res);
-	ret = HGCLOCK_EXIT_OK;
 out:
-	if (tout && tout != stdout && fclose(tout) && ret == HGCLOCK_EXIT_OK) {
-		hg_err("%s: %s", out_path, strerror(errno));
-		ret = HGCLOCK_EXIT_FAILURE;
-	}
-	if (jout && jout != stdout && fclose(jout) && ret == HGCLOCK_EXIT_OK) {
-		hg_err("%s: %s", json_path, strerror(errno));
-		ret = HGCLOCK_EXIT_FAILURE;
-	}
+	if (tout)
+		hg_output_abort(&to);
+	if (jout)
+		hg_output_abort(&jo);
 	hgsync_free(&s);
 	hg_unmap_file(buf, len);
 	return ret;

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * hgclock plot CORR [--guest ID] [--clock local|x86-tsc] [-o FILE.svg]
+ * hgclock plot CORR [--guest ID] [--clock local|perf|x86-tsc] [-o FILE.svg]
  *
  * Pictures of a correlation file, as one SVG: per vCPU, the guest-to-host
  * offset over host time (the mapping, its error bound, and the probes'
@@ -19,6 +19,9 @@
 
 #include "cmd.h"
 #include "libhgclock.h"
+#include "plot_axis.h"
+#include "output.h"
+#include "proto.h"
 #include "sync.h"
 
 #define W		1000	/* picture width */
@@ -41,19 +44,29 @@ struct plot {
 	int y;			/* next panel's top */
 };
 
-/* A probe's guest and host values in the plotted clock. */
-static void probe_values(const struct plot *p, const struct hgcor_probe *pr, uint64_t *x,
+/* A probe's guest and host values in the plotted clock; false: it has none. */
+static bool probe_values(const struct plot *p, const struct hgcor_probe *pr, uint64_t *x,
 			 uint64_t *lo, uint64_t *hi)
 {
 	if (p->clock == HGSYNC_CLOCK_TSC) {
 		*x = pr->guest_tsc;
 		*lo = pr->host_tsc_send;
 		*hi = pr->host_tsc_recv;
+	} else if (p->clock == HGSYNC_CLOCK_LOCAL) {
+		/* perf: the host's local_clock at the probe's TSC reads. */
+		if (!(pr->flags & HGP_PROBE_HAS_LOCAL))
+			return false;
+		*x = pr->guest_local_ns;
+		if (hgsync_host_from_tsc(p->s, pr->host_cpu_send, p->clock, pr->host_tsc_send, lo))
+			*lo = pr->host_ns_send;
+		if (hgsync_host_from_tsc(p->s, pr->host_cpu_recv, p->clock, pr->host_tsc_recv, hi))
+			*hi = pr->host_ns_recv;
 	} else {
 		*x = pr->guest_sched_ns;
 		*lo = pr->host_ns_send;
 		*hi = pr->host_ns_recv;
 	}
+	return true;
 }
 
 /* Plotted-clock units to ns (TSC counts through tsc_khz). */
@@ -78,14 +91,13 @@ static double px_x(const struct plot *p, double secs)
 
 static void axis_x(const struct plot *p, int y_bottom)
 {
-	double span = p->t1 - p->t0, step = pow(10, floor(log10(span > 0 ? span : 1)));
+	double ticks[HG_AXIS_MAX_TICKS];
+	size_t n = hg_axis_ticks(p->t0, p->t1, ticks, HG_AXIS_MAX_TICKS);
 
-	if (span / step < 4)
-		step /= 2;
 	fprintf(p->out, "<line x1='%d' y1='%d' x2='%d' y2='%d' stroke='#444'/>\n", ML, y_bottom,
 		W - MR, y_bottom);
-	for (double t = ceil(p->t0 / step) * step; t <= p->t1 + 1e-9; t += step) {
-		double x = px_x(p, t);
+	for (size_t i = 0; i < n; i++) {
+		double t = ticks[i], x = px_x(p, t);
 
 		fprintf(p->out, "<line x1='%.1f' y1='%d' x2='%.1f' y2='%d' stroke='#444'/>"
 			"<text x='%.1f' y='%d' font-size='11' text-anchor='middle'>%.3g</text>\n",
@@ -123,9 +135,8 @@ static void offset_panel(struct plot *p, int vcpu)
 		uint64_t x, lo, hi;
 		double *o = &off[4 * n];
 
-		if (pr->guest_cpu != vcpu)
+		if (pr->guest_cpu != vcpu || !probe_values(p, pr, &x, &lo, &hi))
 			continue;
-		probe_values(p, pr, &x, &lo, &hi);
 		o[0] = host_secs(p, lo / 2 + hi / 2);
 		o[1] = to_ns(p, (double)lo - (double)x) / 1e3;
 		o[2] = to_ns(p, (double)hi - (double)x) / 1e3;
@@ -297,13 +308,13 @@ static void where_panel(struct plot *p)
 static void plot_usage(FILE *out)
 {
 	fprintf(out,
-		"usage: hgclock plot CORR [--guest ID] [--clock local|x86-tsc] [-o FILE]\n"
+		"usage: hgclock plot CORR [--guest ID] [--clock local|perf|x86-tsc] [-o FILE]\n"
 		"Draws the mapping of guest ID (default 0) in the correlation file CORR as\n"
 		"an SVG picture (to FILE, default standard output): per vCPU, host - guest\n"
 		"over host time with the probes' round trips and the mapping's bound, then\n"
 		"which host CPU ran each vCPU when.\n"
 		"  --guest ID          the guest (default 0)\n"
-		"  --clock CLOCK       local (ftrace's default, the default) or x86-tsc\n"
+		"  --clock CLOCK       local (ftrace's default, the default), perf or x86-tsc\n"
 		"  -o, --output FILE   where to write the SVG (default: standard output)\n");
 }
 
@@ -325,6 +336,7 @@ int cmd_plot(int argc, char **argv)
 	int c, ret, height;
 	char *svg = NULL;
 	size_t svg_len = 0;
+	struct hg_output o;
 	FILE *mem, *out;
 
 	while ((c = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
@@ -336,12 +348,8 @@ int cmd_plot(int argc, char **argv)
 			}
 			break;
 		case 'c':
-			if (!strcmp(optarg, "local")) {
-				p.clock = HGSYNC_CLOCK_SCHED;
-			} else if (!strcmp(optarg, "x86-tsc")) {
-				p.clock = HGSYNC_CLOCK_TSC;
-			} else {
-				hg_err("--clock: local or x86-tsc, not '%s'", optarg);
+			if (hgclock_clock_parse(optarg, &p.clock)) {
+				hg_err("--clock wants " HGCLOCK_CLOCK_NAMES ", not '%s'", optarg);
 				return HGCLOCK_EXIT_USAGE;
 			}
 			break;
@@ -361,6 +369,9 @@ int cmd_plot(int argc, char **argv)
 		return HGCLOCK_EXIT_USAGE;
 	}
 	path = argv[optind];
+	ret = hg_check_outputs(&path, 1, &out_path, 1);
+	if (ret)
+		return ret;
 	ret = hg_load_sync(path, 0, &s, &buf, &len);
 	if (ret)
 		return ret;
@@ -375,14 +386,16 @@ int cmd_plot(int argc, char **argv)
 	for (size_t i = 0; i < s.guests[guest].nr_probes; i++) {
 		uint64_t x, lo, hi;
 
-		probe_values(&p, &s.guests[guest].probes[i], &x, &lo, &hi);
+		if (!probe_values(&p, &s.guests[guest].probes[i], &x, &lo, &hi))
+			continue;
 		if (lo < tmin)
 			tmin = lo;
 		if (hi > tmax)
 			tmax = hi;
 	}
 	if (tmin >= tmax) {
-		hg_err("%s: guest %" PRIu64 " has no clock probes: nothing to plot", path, guest);
+		hg_err("%s: guest %" PRIu64 " has no clock probes in the %s clock: nothing to plot",
+		       path, guest, hgsync_clock_name(p.clock));
 		goto out;
 	}
 	p.t0 = host_secs(&p, tmin);
@@ -406,23 +419,17 @@ int cmd_plot(int argc, char **argv)
 		ret = HGCLOCK_EXIT_FAILURE;
 		goto out;
 	}
-	out = strcmp(out_path, "-") ? fopen(out_path, "w") : stdout;
-	if (!out) {
-		hg_err("%s: %s", out_path, strerror(errno));
-		ret = HGCLOCK_EXIT_FAILURE;
+	ret = hg_output_open(&o, out_path);
+	if (ret)
 		goto out;
-	}
+	out = o.f;
 	fprintf(out, "<?xml version='1.0' encoding='UTF-8'?>\n"
 		"<svg xmlns='http://www.w3.org/2000/svg' width='%d' height='%d' "
 		"viewBox='0 0 %d %d' font-family='sans-serif'>\n"
 		"<rect width='100%%' height='100%%' fill='white'/>\n", W, height, W, height);
 	fwrite(svg, 1, svg_len, out);
 	fprintf(out, "</svg>\n");
-	ret = HGCLOCK_EXIT_OK;
-	if ((out != stdout && fclose(out)) || (out == stdout && fflush(out))) {
-		hg_err("%s: %s", out_path, strerror(errno));
-		ret = HGCLOCK_EXIT_FAILURE;
-	}
+	ret = hg_output_commit(&o);
 out:
 	free(svg);
 	hgsync_free(&s);

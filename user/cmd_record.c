@@ -5,8 +5,9 @@
  * record of every CPU's ring (CYC2NS snapshots, vCPU tracking, KVM TSC
  * offset changes, losses) as it arrives, until the duration ends or
  * SIGINT/SIGTERM.  Then it drains what is left, writes the END section and
- * closes: the file is valid up to its last section at any time, and
- * complete after a clean stop.  A status line is shown on a terminal.
+ * closes.  It writes to FILE.tmp-XXXXXX next to FILE (valid up to its
+ * last section at any time) and renames that to FILE after a clean stop
+ * only (user/output.h).  A status line is shown on a terminal.
  *
  * With --guest, each guest's agent streams its own ring into the file,
  * and the host probes its clocks continuously (bursts of bracketed
@@ -14,6 +15,14 @@
  * it (sync.c: KVM's exact TSC relation where the guest's VM is known and
  * agrees with the probes, fitted probes otherwise) and written as the
  * SEGMENTS section before END.
+ *
+ * A guest whose agent cannot be reached, or whose session breaks, stalls
+ * or ends early, is written down as lost (a NOTE, file-format.rst) and
+ * the others go on; --require-all makes that fatal.  SIGINT, SIGTERM and
+ * SIGHUP end the recording cleanly; SIGPIPE is ignored (every write is
+ * checked instead).  With a COMMAND after the options, record runs it
+ * and records for its life: see run_command() below; with --merge OUT it
+ * then merges the traces COMMAND wrote (merge_at_end()).
  */
 #include <ctype.h>
 #include <dirent.h>
@@ -23,20 +32,56 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "cmd.h"
 #include "corr.h"
 #include "libhgclock.h"
+#include "merge.h"
+#include "output.h"
 #include "proto.h"
 #include "sync.h"
+#include "vmfind.h"
 
-#define HG_MAX_GUESTS 8
+/*
+ * Guests of one recording: the readers' limit (sync.h), so that every
+ * guest recorded can be mapped.  Allocated as given, not up front.
+ */
+#define HG_MAX_GUESTS	HGSYNC_MAX_GUESTS
+/* A message from an agent that has begun must be complete within this. */
+#define HG_GUEST_MSG_TIMEOUT_S	10
+/* With probes on: an agent that answers none for this long is lost. */
+#define HG_GUEST_SILENT_S	60
+
+/* The output's name for messages: what -o said. */
+static const char *out_name;
+
+/* Every section goes through here: a failed write is said, with the file's name. */
+static int put_section2(struct hgcor_writer *w, uint32_t type, uint32_t flags,
+			const void *p1, size_t l1, const void *p2, size_t l2)
+{
+	int ret = hgcor_write_section2(w, type, flags, p1, l1, p2, l2);
+
+	if (ret)
+		hg_err("%s: writing a section (type %u, %zu bytes): %s", out_name, type, l1 + l2,
+		       strerror(-ret));
+	return ret;
+}
+
+static int put_section(struct hgcor_writer *w, uint32_t type, uint32_t flags,
+		       const void *payload, size_t len)
+{
+	return put_section2(w, type, flags, payload, len, NULL, 0);
+}
 
 static double now_s(void)
 {
@@ -54,6 +99,12 @@ struct guest {
 	char spec[128];		/* the connection part of --guest */
 	int fd;			/* -1 once the session is over */
 	uint32_t id;		/* index: the guest id in the file */
+	/*
+	 * No agent (--guest vm=PID, or ,no-agent): only the VM is recorded
+	 * (its GUEST_VM; exit pairing on, for `hgclock pairmark` in it), no
+	 * connection, no probes (sync.rst, "Guests without the module").
+	 */
+	bool no_agent;
 	uint64_t records;
 	struct hgcor_guest_vm vm;
 	/* Probing: one request in flight at a time. */
@@ -71,6 +122,16 @@ struct guest {
 	size_t np;
 	uint64_t probes_dropped;	/* buffer full: the main loop fell behind */
 	uint64_t probe_timeouts;	/* replies later than the receive timeout */
+	/*
+	 * Losing the guest: @lost once its NOTE is written (guest_lost());
+	 * @why says what went wrong before that.  @last_heard (now_s(),
+	 * under @lock): its last message or probe reply; @probe_dead: the
+	 * probe thread ended on an error, so silence means nothing.
+	 */
+	bool lost;
+	char why[200];
+	double last_heard;
+	volatile bool probe_dead;
 	/*
 	 * The probe channel: a connection of its own, probed by a thread in
 	 * a tight send/receive loop, so that neither ring data on the main
@@ -100,70 +161,152 @@ static int host_now(const struct host_clock *hc, struct hgclock_now *now)
 	return hgclock_now(hc->fd, hc->map, now, &used_ioctl);
 }
 
-/*
- * The VM process of a vsock guest: the qemu whose command line says
- * guest-cid=CID (vhost-vsock-pci,guest-cid=CID).  -1 if none or several.
- */
-static int32_t vm_by_cid(uint32_t cid)
+/* Guest @g was heard from now (a message or a probe reply): see @last_heard. */
+static void heard(struct guest *g)
 {
-	char want[32], path[300], buf[4096];
-	struct dirent *de;
-	int32_t found = -1;
-	DIR *d = opendir("/proc");
-
-	if (!d)
-		return -1;
-	snprintf(want, sizeof(want), "guest-cid=%u", cid);
-	while ((de = readdir(d))) {
-		ssize_t n;
-		int fd;
-
-		if (!isdigit((unsigned char)de->d_name[0]))
-			continue;
-		snprintf(path, sizeof(path), "/proc/%s/cmdline", de->d_name);
-		fd = open(path, O_RDONLY | O_CLOEXEC);
-		if (fd < 0)
-			continue;
-		n = read(fd, buf, sizeof(buf) - 1);
-		close(fd);
-		if (n <= 0)
-			continue;
-		for (ssize_t i = 0; i < n; i++)
-			if (!buf[i])
-				buf[i] = ',';	/* arguments, then options, comma separated */
-		buf[n] = 0;
-		for (char *p = strstr(buf, want); p; p = strstr(p + 1, want)) {
-			char end = p[strlen(want)];
-
-			if ((p == buf || p[-1] == ',') && (end == ',' || !end)) {
-				if (found > 0) {
-					closedir(d);
-					return -1;
-				}
-				found = atoi(de->d_name);
-				break;
-			}
-		}
-	}
-	closedir(d);
-	return found;
+	pthread_mutex_lock(&g->lock);
+	g->last_heard = now_s();
+	pthread_mutex_unlock(&g->lock);
 }
 
-/* "SPEC[,vm=PID]": the connection spec and which VM on this host it is. */
-static int guest_parse(struct guest *g, const char *arg)
+/* What went wrong with guest @g, for guest_lost(): one line, printable. */
+static void __attribute__((format(printf, 2, 3))) set_why(struct guest *g, const char *fmt, ...)
 {
-	const char *comma = strstr(arg, ",vm=");
-	size_t len = comma ? (size_t)(comma - arg) : strlen(arg);
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(g->why, sizeof(g->why), fmt, ap);
+	va_end(ap);
+	/* An agent's ERROR text is the agent's: no control characters. */
+	for (char *p = g->why; *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			*p = ' ';
+}
+
+/* Says which process runs guest @g's VM and its vCPU threads by QEMU's names. */
+static void say_vm(const struct vmfind *vf, const struct guest *g, const char *how)
+{
+	struct vmfind_vcpu *v;
+	int n = vmfind_vcpus(vf, g->vm.vm_pid, &v);
+
+	fprintf(stderr, "hgclock record: guest %s: VM process %d (%s, vsock CID %u)",
+		g->vm.spec, g->vm.vm_pid, how, g->vm.cid);
+	if (n > 0) {
+		fprintf(stderr, ", %d vCPU threads:", n);
+		for (int i = 0; i < n && i < 8; i++)
+			fprintf(stderr, " CPU %u/KVM %d", v[i].index, v[i].tid);
+		if (n > 8)
+			fputs(" ...", stderr);
+	}
+	fputc('\n', stderr);
+	free(v);
+}
+
+/*
+ * The VM process of a vsock guest: the QEMU whose command line gives a
+ * vhost-vsock device guest-cid=CID, read whole, in QEMU's key=value or
+ * libvirt's JSON -device form (vmfind.c).  -1 if none or several, with
+ * the reason in @why.
+ */
+static int32_t vm_by_cid(struct guest *g, char *why, size_t size)
+{
+	struct vmfind vf;
+	struct vmfind_vm vm;
+	int ret;
+
+	vmfind_init(&vf);
+	ret = vmfind_by_cid(&vf, g->vm.cid, &vm);
+	if (ret) {
+		snprintf(why, size, "%s%s", vf.why,
+			 ret == VMFIND_E_NONE || ret == VMFIND_E_SEVERAL ? " (add ,vm=PID)" : "");
+		return -1;
+	}
+	g->vm.vm_pid = vm.pid;
+	say_vm(&vf, g, "found by vsock CID");
+	return vm.pid;
+}
+
+/*
+ * "domain:NAME": libvirt's running domain NAME, its QEMU process and vsock
+ * CID (vmfind_domain()); the agent is then reached at vsock:CID.  The
+ * user named the VM: not finding it is an error.
+ */
+static int guest_domain(struct guest *g, const char *name)
+{
+	struct vmfind vf;
+	struct vmfind_vm vm;
+	int ret;
+
+	vmfind_init(&vf);
+	ret = vmfind_domain(&vf, name, &vm);
+	if (ret) {
+		hg_err("--guest domain:%s: %s", name, vf.why);
+		return -1;
+	}
+	snprintf(g->spec, sizeof(g->spec), "vsock:%u", vm.cid);
+	snprintf(g->vm.spec, sizeof(g->vm.spec), "domain:%.8s", name);
+	g->vm.vm_pid = vm.pid;
+	g->vm.cid = vm.cid;
+	/* The user named it, as with vm=PID: how 2 keeps 1.1 readers reading. */
+	g->vm.how = HGCOR_VM_BY_OPTION;
+	say_vm(&vf, g, vm.pid_from == VMFIND_PID_PIDFILE ? "libvirt's pid file" :
+	       "QEMU's -name");
+	return 0;
+}
+
+#define HG_NO_AGENT	",no-agent"
+
+/*
+ * "SPEC[,vm=PID][,no-agent]", "domain:NAME[,no-agent]" or "vm=PID": the
+ * connection spec and which VM on this host it is.  "vm=PID" alone and
+ * ",no-agent" record the VM without an agent: it must then be known (vm=,
+ * domain:, or a vsock CID's QEMU).
+ */
+static int guest_parse(struct guest *g, const char *arg_in)
+{
+	char arg[256];
+	const char *comma;
+	size_t len = strlen(arg_in), nl = strlen(HG_NO_AGENT);
 	uint64_t pid;
 
+	g->vm.vm_pid = -1;
+	g->vm.how = HGCOR_VM_UNKNOWN;
+	if (len >= sizeof(arg)) {
+		hg_err("--guest '%s' is too long", arg_in);
+		return -1;
+	}
+	memcpy(arg, arg_in, len + 1);
+	if (len > nl && !strcmp(arg + len - nl, HG_NO_AGENT)) {
+		g->no_agent = true;
+		arg[len - nl] = 0;
+	}
+	if (!strncmp(arg, "vm=", 3)) {
+		if (!parse_u64(arg + 3, 0x7fffffff, &pid) || !pid) {
+			hg_err("--guest %s: vm= wants the VM's process id", arg_in);
+			return -1;
+		}
+		g->no_agent = true;
+		snprintf(g->spec, sizeof(g->spec), "vm=%d", (int)pid);
+		snprintf(g->vm.spec, sizeof(g->vm.spec), "vm=%d", (int)pid);
+		g->vm.vm_pid = (int32_t)pid;
+		g->vm.how = HGCOR_VM_BY_OPTION;
+		return 0;
+	}
+	if (!strncmp(arg, "domain:", 7))
+		return guest_domain(g, arg + 7);
+	comma = strstr(arg, ",vm=");
+	len = comma ? (size_t)(comma - arg) : strlen(arg);
+	if (g->no_agent && strncmp(arg, "vsock:", 6) && !comma) {
+		hg_err("--guest %s: without an agent the VM must be named (vm=PID, "
+		       "domain:NAME, or vsock:CID)", arg_in);
+		return -1;
+	}
 	if (len >= sizeof(g->spec)) {
 		hg_err("--guest '%s' is too long", arg);
 		return -1;
 	}
 	memcpy(g->spec, arg, len);
 	g->spec[len] = 0;
-	g->vm.vm_pid = -1;
-	g->vm.how = HGCOR_VM_UNKNOWN;
 	memcpy(g->vm.spec, g->spec, len < sizeof(g->vm.spec) - 1 ? len : sizeof(g->vm.spec) - 1);
 	if (!strncmp(g->spec, "vsock:", 6))
 		g->vm.cid = (uint32_t)strtoul(g->spec + 6, NULL, 10);
@@ -193,8 +336,8 @@ static int flush_probes(struct guest *g, struct hgcor_writer *w)
 	if (!n)
 		return 0;
 	/* 1.1 sections are optional: a 1.0 reader skips them. */
-	return hgcor_write_section2(w, HGCOR_SEC_PROBES, HGCOR_SEC_OPTIONAL, prefix, sizeof(prefix),
-				    copy, n * sizeof(copy[0]));
+	return put_section2(w, HGCOR_SEC_PROBES, HGCOR_SEC_OPTIONAL, prefix, sizeof(prefix),
+			    copy, n * sizeof(copy[0]));
 }
 
 /* Keeps one probe; false when the buffer is full (counted, dropped). */
@@ -204,6 +347,7 @@ static bool keep_probe(struct guest *g, const struct hgcor_probe *p)
 
 	pthread_mutex_lock(&g->lock);
 	kept = g->np < HG_PROBE_BUF;
+	g->last_heard = now_s();
 	if (kept) {
 		g->pbuf[g->np++] = *p;
 		g->nr_probes++;
@@ -314,9 +458,11 @@ static void *probe_thread_fn(void *arg)
 			nanosleep(&ts, NULL);
 		}
 	}
-	if (why && !g->probe_stop)
+	if (why && !g->probe_stop) {
+		g->probe_dead = true;
 		hg_err("guest %s: probe channel: %s (%s); no more probes", g->spec, why,
 		       strerror(err < 0 ? -err : EPROTO));
+	}
 	return NULL;
 }
 
@@ -326,6 +472,7 @@ static int open_probe_channel(struct guest *g, uint8_t *buf)
 	struct hgp_hello hello = { HGP_VERSION_MAJOR, HGP_VERSION_MINOR, HGP_HELLO_PROBE_CHANNEL };
 	struct timeval tv = { .tv_sec = 1 };
 	struct hgp_header h;
+	pthread_attr_t attr;
 	char err[300];
 	int fd, ret;
 
@@ -343,7 +490,11 @@ static int open_probe_channel(struct guest *g, uint8_t *buf)
 		return ret;
 	}
 	g->probe_fd = fd;
-	ret = -pthread_create(&g->probe_thread, NULL, probe_thread_fn, g);
+	/* Small stacks: a host may record hundreds of guests at once. */
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, 256 << 10);
+	ret = -pthread_create(&g->probe_thread, &attr, probe_thread_fn, g);
+	pthread_attr_destroy(&attr);
 	if (ret) {
 		close(fd);
 		g->probe_fd = -1;
@@ -388,13 +539,13 @@ static int probe_reply(struct guest *g, struct hgcor_writer *w, const struct hos
 	int ret = 0;
 
 	if (len != sizeof(r) || !g->probe_pending) {
-		hg_err("guest %s: unexpected probe reply", g->spec);
+		set_why(g, "a probe reply it was not asked for");
 		return -EPROTO;
 	}
 	memcpy(&r, buf, sizeof(r));
 	if (r.seq != g->probe_seq) {
-		hg_err("guest %s: probe reply %llu, expected %llu", g->spec,
-		       (unsigned long long)r.seq, (unsigned long long)g->probe_seq);
+		set_why(g, "probe reply %llu, expected %llu",
+			(unsigned long long)r.seq, (unsigned long long)g->probe_seq);
 		return -EPROTO;
 	}
 	g->probe_pending = false;
@@ -407,13 +558,65 @@ static int probe_reply(struct guest *g, struct hgcor_writer *w, const struct hos
 	if (!ret && g->burst_left && !g->closing) {
 		g->burst_left--;
 		ret = send_probe(g, hc);
+		if (ret) {
+			set_why(g, "sending a probe: %s", strerror(-ret));
+			ret = -EPROTO;	/* the guest's failure, not the file's */
+		}
 	} else {
 		g->next_probe = now_s() + interval_s;
 	}
 	return ret;
 }
 
-/* Connects, says HELLO, writes the guest's INFO to the file. */
+/*
+ * Connects, says HELLO, writes the guest's INFO to the file.  0; 1 when
+ * the guest cannot be recorded (@g->why says why; the others go on); or
+ * -errno when writing the file failed (said; the recording fails).
+ */
+/*
+ * A guest without an agent: its VM (named, or found by its vsock CID) gets
+ * exit pairing (for `hgclock pairmark` in the guest: EXIT_HOST records)
+ * and its GUEST_VM section, and a NOTE says it has no agent.  A GUEST_VM
+ * without a GUEST_INFO of its id is what tells readers (file-format.rst).
+ * 0, 1 when the VM is unknown (@g->why says why), -errno on a failed write.
+ */
+static int guest_open_vm_only(struct guest *g, struct hgcor_writer *w)
+{
+	char note[400];
+	int ret, pret;
+
+	if (g->vm.how == HGCOR_VM_UNKNOWN) {
+		char why[600] = "no VM";
+
+		if (g->vm.cid)
+			g->vm.vm_pid = vm_by_cid(g, why, sizeof(why));
+		if (g->vm.vm_pid <= 0) {
+			set_why(g, "no agent and its VM not found: %s", why);
+			return 1;
+		}
+		g->vm.how = HGCOR_VM_BY_CID;
+	}
+	if (kill(g->vm.vm_pid, 0) && errno == ESRCH) {
+		set_why(g, "no agent, and no process %d", (int)g->vm.vm_pid);
+		return 1;
+	}
+	pret = hgclock_pair_vm(g->hc->fd, g->vm.vm_pid, 1);
+	if (pret && pret != -EINVAL)
+		fprintf(stderr, "hgclock record: guest %s: no exit pairing (%s): 'hgclock pairmark'"
+			" in it pairs nothing\n", g->spec, strerror(-pret));
+	g->vm.guest_id = g->id;
+	ret = put_section(w, HGCOR_SEC_GUEST_VM, HGCOR_SEC_OPTIONAL, &g->vm, sizeof(g->vm));
+	snprintf(note, sizeof(note), "guest %u (%s) is VM %d without an agent: x86-tsc exact from "
+		 "the host's records, local/perf only with marker pairings", g->id, g->spec,
+		 (int)g->vm.vm_pid);
+	if (!ret)
+		ret = put_section(w, HGCOR_SEC_NOTE, 0, note, strlen(note));
+	fprintf(stderr, "hgclock record: guest %u: VM %d without an agent: its x86-tsc trace maps"
+		" exactly; local/perf need 'hgclock pairmark' in the guest\n", g->id,
+		(int)g->vm.vm_pid);
+	return ret;
+}
+
 static int guest_open(struct guest *g, struct hgcor_writer *w, uint8_t *buf)
 {
 	struct hgp_hello hello = { HGP_VERSION_MAJOR, HGP_VERSION_MINOR, 0 };
@@ -423,24 +626,31 @@ static int guest_open(struct guest *g, struct hgcor_writer *w, uint8_t *buf)
 	uint32_t prefix[2] = { g->id, 0 };
 	int ret;
 
+	if (g->no_agent)
+		return guest_open_vm_only(g, w);
 	g->fd = hgp_connect(g->spec, err, sizeof(err));
 	if (g->fd < 0) {
-		hg_err("guest %s", err);
-		return g->fd;
+		set_why(g, "not reached at the start: %s", err);
+		g->fd = -1;
+		return 1;
 	}
 	setsockopt(g->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	setsockopt(g->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	ret = hgp_send(g->fd, HGP_HELLO, &hello, sizeof(hello));
 	if (!ret)
 		ret = hgp_recv(g->fd, &h, buf);
 	if (!ret && h.type == HGP_ERROR) {
-		hg_err("guest %s: %.*s", g->spec, (int)h.length, (char *)buf);
-		ret = -EPROTO;
+		set_why(g, "refused at the start: %.*s", (int)(h.length < 150 ? h.length : 150),
+			(char *)buf);
+		ret = 1;
 	} else if (!ret && (h.type != HGP_HELLO_REPLY ||
 			    h.length < sizeof(hello) + HGCLOCK_INFO_SIZE_VER0)) {
-		hg_err("guest %s: not an hgclock agent (bad reply)", g->spec);
-		ret = -EPROTO;
+		set_why(g, "not an hgclock agent (bad reply to HELLO)");
+		ret = 1;
 	} else if (ret) {
-		hg_err("guest %s: %s", g->spec, strerror(-ret));
+		set_why(g, "no reply to HELLO: %s", ret == -EAGAIN ? "timed out after 10 s" :
+			ret == -ECONNRESET ? "connection closed" : strerror(-ret));
+		ret = 1;
 	}
 	if (!ret) {
 		memcpy(&hello, buf, sizeof(hello));
@@ -448,25 +658,47 @@ static int guest_open(struct guest *g, struct hgcor_writer *w, uint8_t *buf)
 		if (hello.major == HGP_VERSION_MAJOR && !g->can_probe)
 			fprintf(stderr, "hgclock record: guest %s: agent %u.%u answers no probes\n",
 				g->spec, hello.major, hello.minor);
+		if (hello.major == HGP_VERSION_MAJOR && hello.minor < 2)
+			fprintf(stderr, "hgclock record: guest %s: agent %u.%u sends no CPU map: "
+				"guest CPU n is taken as vCPU n\n", g->spec, hello.major,
+				hello.minor);
 		if (hello.major != HGP_VERSION_MAJOR) {
-			hg_err("guest %s speaks protocol %u.%u, this host %u.%u",
-			       g->spec, hello.major, hello.minor,
-			       HGP_VERSION_MAJOR, HGP_VERSION_MINOR);
-			ret = -EPROTO;
+			set_why(g, "the agent speaks protocol %u.%u, this host %u.%u",
+				hello.major, hello.minor, HGP_VERSION_MAJOR, HGP_VERSION_MINOR);
+			ret = 1;
 		}
 	}
-	if (!ret)
-		ret = hgcor_write_section2(w, HGCOR_SEC_GUEST_INFO, 0, prefix, sizeof(prefix),
-					   buf + sizeof(hello), h.length - sizeof(hello));
+	if (ret) {
+		close(g->fd);
+		g->fd = -1;
+		return 1;
+	}
+	ret = put_section2(w, HGCOR_SEC_GUEST_INFO, 0, prefix, sizeof(prefix),
+			   buf + sizeof(hello), h.length - sizeof(hello));
 	/* Which VM on this host: said on the command line, or found by CID. */
-	if (!ret && g->vm.how == HGCOR_VM_UNKNOWN && g->vm.cid) {
-		g->vm.vm_pid = vm_by_cid(g->vm.cid);
+	if (!ret && g->vm.how == HGCOR_VM_UNKNOWN) {
+		char why[600] = "a tcp: guest names no VM process (add ,vm=PID)";
+
+		if (g->vm.cid)
+			g->vm.vm_pid = vm_by_cid(g, why, sizeof(why));
 		if (g->vm.vm_pid > 0)
 			g->vm.how = HGCOR_VM_BY_CID;
+		else
+			fprintf(stderr, "hgclock record: KVM-exact pairing unavailable for guest %s:"
+				" %s; falls back to probes, bound ~hundreds of us\n", g->spec, why);
 	}
-	if (!ret && g->vm.vm_pid <= 0)
-		fprintf(stderr, "hgclock record: guest %s: its VM process is unknown (add ,vm=PID);"
-			" probes only\n", g->spec);
+	/*
+	 * The host records a VM's exit pairings only while a recorder asks
+	 * for them (until our device file is closed): an older module
+	 * records them for every VM and refuses the flag.
+	 */
+	if (!ret && g->vm.vm_pid > 0) {
+		int pret = hgclock_pair_vm(g->hc->fd, g->vm.vm_pid, 1);
+
+		if (pret && pret != -EINVAL)
+			fprintf(stderr, "hgclock record: guest %s: no exit pairing (%s)\n",
+				g->spec, strerror(-pret));
+	}
 	/* Probes on a channel of their own; in-band if the agent cannot. */
 	if (!ret && g->can_probe && g->interval_s > 0) {
 		int pret = open_probe_channel(g, buf);
@@ -477,23 +709,71 @@ static int guest_open(struct guest *g, struct hgcor_writer *w, uint8_t *buf)
 	}
 	if (!ret) {
 		g->vm.guest_id = g->id;
-		ret = hgcor_write_section(w, HGCOR_SEC_GUEST_VM, HGCOR_SEC_OPTIONAL, &g->vm,
-					  sizeof(g->vm));
+		ret = put_section(w, HGCOR_SEC_GUEST_VM, HGCOR_SEC_OPTIONAL, &g->vm,
+				  sizeof(g->vm));
 	}
 	if (ret) {
 		close(g->fd);
 		g->fd = -1;
 		return ret;
 	}
-	/* Blocking reads from here: poll() says when. */
-	tv.tv_sec = 0;
+	/*
+	 * Reads from here when poll() says a message is there; one that
+	 * stalls half-way for HG_GUEST_MSG_TIMEOUT_S loses the guest, and
+	 * so does a send that long blocked: one agent never holds up the
+	 * host's rings and the other guests for longer.
+	 */
+	tv.tv_sec = HG_GUEST_MSG_TIMEOUT_S;
 	setsockopt(g->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	setsockopt(g->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	heard(g);
 	return 0;
+}
+
+/* The recording's start (now_s()), and how guests fared: see guest_lost(). */
+static double rec_start;
+static unsigned int nr_lost;
+static bool require_all;
+
+/*
+ * Guest @g is lost (@g->why says why): its connections are closed, a NOTE
+ * says which guest, when (the host's TSC and ftrace local clock, and the
+ * seconds since the start) and why, and standard error says it in one
+ * line.  The host and the other guests go on (unless --require-all).
+ * 0, or -errno when the NOTE could not be written (said).
+ */
+static int guest_lost(struct guest *g, struct hgcor_writer *w, const struct host_clock *hc)
+{
+	struct hgclock_now now = { 0 };
+	double t = now_s() - rec_start;
+	char note[400];
+
+	close_probe_channel(g);
+	if (g->fd >= 0) {
+		close(g->fd);
+		g->fd = -1;
+	}
+	if (g->lost)
+		return 0;
+	g->lost = true;
+	nr_lost++;
+	if (host_now(hc, &now))
+		memset(&now, 0, sizeof(now));	/* 0: unknown; the seconds still say */
+	snprintf(note, sizeof(note), "guest %u (%s) lost at host_tsc %llu host_local_ns %llu "
+		 "(+%.3f s): %s", g->id, g->spec, (unsigned long long)now.tsc,
+		 (unsigned long long)now.sched_clock_ns, t > 0 ? t : 0, g->why);
+	fprintf(stderr, "hgclock record: guest %u (%s) lost %.1f s into the recording: %s; %s\n",
+		g->id, g->spec, t > 0 ? t : 0, g->why,
+		require_all ? "stopping (--require-all)" : "recording the others");
+	return put_section(w, HGCOR_SEC_NOTE, 0, note, strlen(note));
 }
 
 /*
  * One message from a guest: records go to the file, probe replies are
- * paired with the host's clocks; BYE/ERROR end the session.
+ * paired with the host's clocks; BYE/ERROR end the session.  0 while the
+ * session goes on or when it ended as asked (BYE after ours); 1 when it
+ * ended otherwise (@g->why says how: the caller notes the loss); -errno
+ * when writing the file failed (said).
  */
 static int guest_message(struct guest *g, struct hgcor_writer *w, uint8_t *buf,
 			 const struct host_clock *hc, double interval_s)
@@ -506,34 +786,68 @@ static int guest_message(struct guest *g, struct hgcor_writer *w, uint8_t *buf,
 	/* The host's side of a probe is read first thing: it bounds the pair. */
 	if (!ret && h.type == HGP_PROBE_REPLY) {
 		ret = host_now(hc, &recv);
-		if (!ret)
-			ret = probe_reply(g, w, hc, &recv, buf, h.length, interval_s);
-		if (!ret)
-			return 0;
-		if (ret != -EPROTO)
-			hg_err("guest %s: probe: %s", g->spec, strerror(-ret));
-	} else if (!ret && h.type == HGP_RECORDS) {
-		if (hgcor_walk_records(buf, h.length, NULL, NULL)) {
-			hg_err("guest %s: malformed records", g->spec);
-			ret = -EPROTO;
-		} else {
-			ret = hgcor_write_section2(w, HGCOR_SEC_GUEST_RECORDS, 0, prefix,
-						   sizeof(prefix), buf, h.length);
-			g->records++;
+		if (ret) {
+			hg_err("reading the host's clock: %s", strerror(-ret));
 			return ret;
 		}
+		heard(g);
+		ret = probe_reply(g, w, hc, &recv, buf, h.length, interval_s);
+		if (ret != -EPROTO)
+			return ret;	/* 0, or the file (said) */
+		ret = 1;
+	} else if (!ret && h.type == HGP_RECORDS) {
+		heard(g);
+		if (!hgcor_walk_records(buf, h.length, NULL, NULL)) {
+			g->records++;
+			return put_section2(w, HGCOR_SEC_GUEST_RECORDS, 0, prefix,
+					    sizeof(prefix), buf, h.length);
+		}
+		set_why(g, "malformed records from the agent");
+		ret = 1;
+	} else if (!ret && h.type == HGP_CPU_MAP) {
+		/* Guest CPU -> APIC ID (KVM's vcpu_id), 1.2: sync.rst, "vCPU identity". */
+		heard(g);
+		if (!hgp_cpu_map_check(buf, h.length, HGP_APIC_ID_LIMIT))
+			return put_section2(w, HGCOR_SEC_CPU_MAP, HGCOR_SEC_OPTIONAL, prefix,
+					    sizeof(prefix), buf, h.length);
+		set_why(g, "malformed CPU map from the agent");
+		ret = 1;
+	} else if (!ret && h.type == HGP_IDENTITY) {
+		/* Which machine the guest is, 1.3: merge checks its traces against it. */
+		_Static_assert(sizeof(struct hgp_identity) == sizeof(struct hgcor_identity),
+			       "IDENTITY is stored as received");
+		heard(g);
+		if (!hgp_identity_check(buf, h.length))
+			return put_section2(w, HGCOR_SEC_GUEST_IDENTITY, HGCOR_SEC_OPTIONAL,
+					    prefix, sizeof(prefix), buf, h.length);
+		set_why(g, "malformed identity from the agent");
+		ret = 1;
+	} else if (!ret && h.type == HGP_BYE) {
+		ret = !g->closing;
+		if (ret)
+			set_why(g, "the agent ended the session (BYE) before the recording did");
 	} else if (!ret && h.type == HGP_ERROR) {
-		hg_err("guest %s: %.*s", g->spec, (int)h.length, (char *)buf);
-	} else if (ret && ret != -ECONNRESET) {
-		hg_err("guest %s: %s", g->spec, strerror(-ret));
+		set_why(g, "the agent said: %.*s", (int)(h.length < 150 ? h.length : 150),
+			(char *)buf);
+		ret = 1;
+	} else if (!ret) {
+		set_why(g, "an unexpected message (type %u)", h.type);
+		ret = 1;
+	} else if (ret == -EAGAIN) {
+		set_why(g, "a message stalled for %d s", HG_GUEST_MSG_TIMEOUT_S);
+		ret = 1;
+	} else {
+		set_why(g, "%s", ret == -ECONNRESET ? "the agent closed the connection" :
+			ret == -EPROTO ? "a malformed message header" : strerror(-ret));
+		ret = 1;
 	}
 	/*
-	 * BYE, ERROR, closed or broken: this guest's session is over (said
-	 * above); the recording goes on with the host and the other guests.
+	 * BYE, ERROR, closed or broken: this guest's session is over; the
+	 * recording goes on with the host and the other guests.
 	 */
 	close(g->fd);
 	g->fd = -1;
-	return 0;
+	return ret;
 }
 
 /*
@@ -548,7 +862,11 @@ static int write_segments(struct hgcor_writer *w, const char *path)
 	struct hgcor_segment *all;
 	int ret;
 
-	if (fflush(w->f) || hg_map_file(path, &buf, &len))
+	if (fflush(w->f)) {
+		hg_err("%s: %s", out_name, strerror(errno));
+		return -EIO;
+	}
+	if (hg_map_file(path, &buf, &len))
 		return -EIO;
 	ret = hgsync_load(&s, buf, len, HGSYNC_ALLOW_OPEN | HGSYNC_IGNORE_SEGMENTS, NULL);
 	if (!ret)
@@ -584,6 +902,11 @@ static int write_segments(struct hgcor_writer *w, const char *path)
 			if (g->segs[j].clock == HGCOR_CLOCK_SCHED && g->segs[j].bound_ns < best[m])
 				best[m] = g->segs[j].bound_ns;
 		}
+		if (g->agentless) {
+			fprintf(stderr, "hgclock record: guest %u (no agent): %u kvm-exact "
+				"segments\n", i, n[HGCOR_METHOD_KVM_EXACT]);
+			continue;
+		}
 		if (!g->present)
 			continue;
 		fprintf(stderr, "hgclock record: guest %u: %u kvm-exact segments (%llu of %llu "
@@ -604,8 +927,8 @@ static int write_segments(struct hgcor_writer *w, const char *path)
 				(unsigned long long)g->pv_clamp_ns);
 		fputc('\n', stderr);
 	}
-	ret = hgcor_write_section(w, HGCOR_SEC_SEGMENTS, HGCOR_SEC_OPTIONAL, all,
-				  total * sizeof(*all));
+	ret = put_section(w, HGCOR_SEC_SEGMENTS, HGCOR_SEC_OPTIONAL, all,
+			  total * sizeof(*all));
 	free(all);
 out:
 	hgsync_free(&s);
@@ -657,18 +980,106 @@ static int write_tracked(struct hgcor_writer *w, int fd, const struct host_clock
 		n++;
 	}
 	if (!ret && n)
-		ret = hgcor_write_section(w, HGCOR_SEC_HOST_RECORDS, 0, recs, n * sizeof(*recs));
+		ret = put_section(w, HGCOR_SEC_HOST_RECORDS, 0, recs, n * sizeof(*recs));
 	free(recs);
 	free(infos);
 	return ret;
 }
 
-static volatile sig_atomic_t stop;
+/*
+ * Ending: SIGINT, SIGTERM and SIGHUP set @stop (and count in
+ * @nr_signals); the main loop ends the recording cleanly, END and the
+ * rename included.  A SIGHUP ignored when record started (nohup) stays
+ * ignored.  With a command (@child_pid), see run_command().
+ */
+static volatile sig_atomic_t stop, nr_signals;
+static volatile pid_t child_pid;
+static const int stop_sigs[] = { SIGINT, SIGTERM, SIGHUP };
+static struct sigaction saved_sigs[3], saved_pipe;
 
-static void on_signal(int sig)
+static void on_signal(int sig, siginfo_t *si, void *uc)
+{
+	int saved_errno = errno;
+
+	(void)uc;
+	stop = 1;
+	if (nr_signals < 1000)
+		nr_signals++;
+	/*
+	 * The terminal sends Ctrl-C (and a hangup) to its whole foreground
+	 * process group: the command has it already.  A signal sent to
+	 * record alone by a process (kill PID, timeout) is passed on, so
+	 * that the command ends too and record after it.
+	 */
+	if (child_pid > 0 && si && si->si_code <= 0 && si->si_pid != child_pid)
+		kill(child_pid, sig);
+	errno = saved_errno;
+}
+
+/* Wakes poll() when the command exits; waitpid() tells the rest. */
+static void on_child(int sig)
 {
 	(void)sig;
-	stop = 1;
+}
+
+static void setup_signals(void)
+{
+	struct sigaction sa = { .sa_sigaction = on_signal, .sa_flags = SA_SIGINFO };
+	struct sigaction ign = { .sa_handler = SIG_IGN };
+	struct sigaction chld = { .sa_handler = on_child, .sa_flags = SA_NOCLDSTOP };
+
+	/* No SA_RESTART: a signal interrupts poll() at once. */
+	sigemptyset(&sa.sa_mask);
+	for (size_t i = 0; i < sizeof(stop_sigs) / sizeof(stop_sigs[0]); i++) {
+		sigaction(stop_sigs[i], NULL, &saved_sigs[i]);
+		if (stop_sigs[i] == SIGHUP && saved_sigs[i].sa_handler == SIG_IGN)
+			continue;
+		sigaction(stop_sigs[i], &sa, NULL);
+	}
+	/* A closed pipe or socket is a failed write, checked where it happens. */
+	sigaction(SIGPIPE, &ign, &saved_pipe);
+	sigemptyset(&chld.sa_mask);
+	sigaction(SIGCHLD, &chld, NULL);
+}
+
+/*
+ * Runs COMMAND (@cmd, NULL terminated) as record's child, in record's
+ * process group: Ctrl-C at the terminal reaches both, the command (e.g.
+ * trace-cmd) finishes its own file, and record records until it has
+ * exited, then ends its recording.  The command gets the signal
+ * dispositions record was started with (a nohup stays a nohup).  Its
+ * pid, or -1 (said) when it cannot be started.
+ */
+static pid_t run_command(char **cmd)
+{
+	pid_t pid;
+
+	fflush(stderr);
+	pid = fork();
+	if (pid < 0) {
+		hg_err("cannot start %s: %s", cmd[0], strerror(errno));
+		return -1;
+	}
+	if (pid > 0)
+		return pid;
+	for (size_t i = 0; i < sizeof(stop_sigs) / sizeof(stop_sigs[0]); i++)
+		sigaction(stop_sigs[i], &saved_sigs[i], NULL);
+	sigaction(SIGPIPE, &saved_pipe, NULL);
+	signal(SIGCHLD, SIG_DFL);
+	execvp(cmd[0], cmd);
+	/* As a shell says it: 127 not found, 126 found but not runnable. */
+	fprintf(stderr, "hgclock record: cannot run %s: %s\n", cmd[0], strerror(errno));
+	_exit(errno == ENOENT ? 127 : 126);
+}
+
+/* The exit status of a command's wait status, as a shell gives it. */
+static int command_status(int status)
+{
+	if (WIFEXITED(status))
+		return WEXITSTATUS(status);
+	if (WIFSIGNALED(status))
+		return 128 + WTERMSIG(status);
+	return HGCLOCK_EXIT_FAILURE;
 }
 
 /* Sections of host records are at most this long (a ring may be 64 MiB). */
@@ -676,43 +1087,574 @@ static void on_signal(int sig)
 
 struct host_sink {
 	struct hgcor_writer *w;
-	const char *path;
 	uint64_t total, lost;
 };
 
 static int write_host_batch(const struct hg_batch *b, void *ctx)
 {
 	struct host_sink *sink = ctx;
-	int ret = hgcor_write_section(sink->w, HGCOR_SEC_HOST_RECORDS, 0, b->buf, b->len);
+	int ret = put_section(sink->w, HGCOR_SEC_HOST_RECORDS, 0, b->buf, b->len);
 
-	if (ret) {
-		hg_err("%s: %s", sink->path, strerror(-ret));
+	if (ret)
 		return ret;
-	}
 	sink->total += b->nr;
 	sink->lost += b->lost;
 	return 0;
+}
+
+/*
+ * Adds the guest of one --guest argument to @*guests: 0 or an exit
+ * status (said).
+ */
+static int add_guest(struct guest **guests, unsigned int *nr_guests, const char *arg)
+{
+	struct guest *more;
+
+	if (*nr_guests == HG_MAX_GUESTS) {
+		hg_err("at most %d guests", HG_MAX_GUESTS);
+		return HGCLOCK_EXIT_USAGE;
+	}
+	/*
+	 * No lock or thread exists yet: moving them is fine.  Room doubles
+	 * when the count reaches a power of two (a struct guest is 33 KB:
+	 * one more at a time copied 17 GB for 1024 guests).
+	 */
+	more = *guests;
+	if (!(*nr_guests & (*nr_guests - 1))) {
+		unsigned int cap = *nr_guests ? 2 * *nr_guests : 1;
+
+		more = realloc(*guests, (cap < HG_MAX_GUESTS ? cap : HG_MAX_GUESTS) *
+				sizeof(**guests));
+	}
+	if (!more) {
+		hg_err("%s", strerror(ENOMEM));
+		return HGCLOCK_EXIT_FAILURE;
+	}
+	*guests = more;
+	memset(&more[*nr_guests], 0, sizeof(*more));
+	if (guest_parse(&more[*nr_guests], arg))
+		return HGCLOCK_EXIT_USAGE;
+	more[*nr_guests].id = *nr_guests;
+	more[*nr_guests].fd = -1;
+	more[*nr_guests].probe_fd = -1;
+	(*nr_guests)++;
+	return 0;
+}
+
+/*
+ * --all-guests: every running libvirt domain and every other QEMU with a
+ * vsock device (vmfind_all()), each a guest at vsock:CID, except those
+ * --guest already gave.  A VM that cannot be used is said and skipped;
+ * none at all is an error.  0 or an exit status.
+ */
+static int add_all_guests(struct guest **guests, unsigned int *nr_guests)
+{
+	struct vmfind_vm *vms;
+	struct vmfind vf;
+	size_t nr, added = 0;
+	int ret;
+
+	vmfind_init(&vf);
+	if (vmfind_all(&vf, &vms, &nr)) {
+		hg_err("--all-guests: %s", strerror(ENOMEM));
+		return HGCLOCK_EXIT_FAILURE;
+	}
+	for (size_t i = 0; i < nr; i++) {
+		const struct vmfind_vm *vm = &vms[i];
+		char arg[64];
+		bool given = false;
+		struct guest *g;
+
+		if (vm->err) {
+			fprintf(stderr, "hgclock record: --all-guests: skipping a VM: %s\n", vm->why);
+			continue;
+		}
+		for (unsigned int k = 0; k < *nr_guests; k++)
+			given |= (*guests)[k].vm.cid == vm->cid || (*guests)[k].vm.vm_pid == vm->pid;
+		if (given)
+			continue;
+		snprintf(arg, sizeof(arg), "vsock:%u,vm=%d", vm->cid, vm->pid);
+		ret = add_guest(guests, nr_guests, arg);
+		if (ret) {
+			free(vms);
+			return ret;
+		}
+		g = &(*guests)[*nr_guests - 1];
+		added++;
+		/* A libvirt domain counts as named (how 2); a bare QEMU was found by CID. */
+		if (vm->pid_from != VMFIND_PID_CID) {
+			snprintf(g->vm.spec, sizeof(g->vm.spec), "domain:%.8s", vm->name);
+			say_vm(&vf, g, vm->pid_from == VMFIND_PID_PIDFILE ? "libvirt's pid file" :
+			       "QEMU's -name");
+		} else {
+			g->vm.how = HGCOR_VM_BY_CID;
+			say_vm(&vf, g, "found by vsock CID");
+		}
+	}
+	free(vms);
+	if (!added && !*nr_guests) {
+		hg_err("--all-guests: no running VM with a vsock device on this host (libvirt: %s)",
+		       vf.run_dir);
+		return HGCLOCK_EXIT_USAGE;
+	}
+	return 0;
+}
+
+/*
+ * --merge OUT (Documentation/tools.rst, "Merging at the end"): once the
+ * file is complete and COMMAND exited 0, the traces COMMAND wrote are
+ * merged into OUT by cmd_merge() itself, given the arguments 'hgclock
+ * merge' would get: its checks (no output over an input, inputs that
+ * belong together) and exit statuses are the same.  Which traces: the
+ * host's (--merge-host, default trace.dat) and the guests' (each
+ * --merge-guest [ID=]FILE as merge's --guest; by default trace-cmd
+ * record -A's names next to the host's, STEM-NAME.EXT, matched to the
+ * recorded guests below), every one written since COMMAND started.
+ */
+#define HG_MERGE_MAX_CANDS	4096	/* guest traces looked at in one directory */
+
+struct merge_req {
+	const char *out;		/* the timeline; NULL: no merge */
+	const char *host;		/* the host's trace */
+	bool host_given;
+	const char *guest[HG_MAX_GUESTS];	/* --merge-guest [ID=]FILE, as given */
+	int nr_guest;
+	struct timespec t0;		/* CLOCK_REALTIME_COARSE before COMMAND started */
+	bool file_complete;		/* the correlation file got END and its name */
+};
+
+/* A file in the host trace's directory named as trace-cmd names a guest's trace. */
+struct merge_cand {
+	char *path;
+	char *name;			/* NAME of STEM-NAME.EXT */
+	bool fresh;			/* written since COMMAND started */
+	int guest;			/* the recorded guest it is, -1: none */
+};
+
+/*
+ * The --merge options on the command line, before anything is created:
+ * 0, or HGCLOCK_EXIT_USAGE (said).  OUT is not the correlation file nor a
+ * trace given, and the correlation file not a trace (hg_check_outputs(),
+ * which merge runs on its own arguments again at the end).
+ */
+static int merge_check_args(const struct merge_req *mr, const char *corr, bool command,
+			    unsigned int nr_guests)
+{
+	const char *ins[2 + HG_MAX_GUESTS];
+	int next = 0, n = 0, ret;
+
+	if (!mr->out) {
+		if (!mr->host_given && !mr->nr_guest)
+			return HGCLOCK_EXIT_OK;
+		hg_err("--merge-host and --merge-guest go with --merge OUT");
+		return HGCLOCK_EXIT_USAGE;
+	}
+	if (!command) {
+		hg_err("--merge %s needs a COMMAND that writes the traces (record ... --merge %s -- "
+		       "trace-cmd record ...)", mr->out, mr->out);
+		return HGCLOCK_EXIT_USAGE;
+	}
+	ins[n++] = mr->host;
+	for (int i = 0; i < mr->nr_guest; i++) {
+		struct hgm_input_spec in;
+
+		hgm_guest_spec(mr->guest[i], &next, &in);
+		if ((unsigned int)in.guest >= nr_guests) {
+			if (nr_guests)
+				hg_err("--merge-guest %s: no guest %d in this recording (guests 0 to "
+				       "%u, in the order of --guest)", mr->guest[i], in.guest,
+				       nr_guests - 1);
+			else
+				hg_err("--merge-guest %s: no guest is recorded (--guest)",
+				       mr->guest[i]);
+			return HGCLOCK_EXIT_USAGE;
+		}
+		ins[n++] = in.path;
+	}
+	ins[n] = corr;
+	ret = hg_check_outputs(ins, n + 1, &mr->out, 1);
+	if (!ret)
+		ret = hg_check_outputs(ins, n, &corr, 1);
+	return ret;
+}
+
+static bool written_since(const struct stat *st, const struct timespec *t0)
+{
+	return st->st_mtim.tv_sec > t0->tv_sec ||
+	       (st->st_mtim.tv_sec == t0->tv_sec && st->st_mtim.tv_nsec >= t0->tv_nsec);
+}
+
+/*
+ * A trace to merge, @what ("host trace", "guest 0's trace"): written
+ * since COMMAND started?  0; else said (@hint after a missing file's
+ * reason): HGCLOCK_EXIT_FAILURE when it is missing, HGCLOCK_EXIT_BAD_INPUT
+ * when older (a trace left by an earlier run is never merged in silence).
+ * Not a regular file: merge says so.
+ */
+static int merge_input_fresh(const char *what, const char *path, const struct timespec *t0,
+			     const char *hint)
+{
+	struct stat st;
+
+	if (stat(path, &st)) {
+		hg_err("--merge: %s %s: %s%s", what, path, strerror(errno), hint);
+		return HGCLOCK_EXIT_FAILURE;
+	}
+	if (S_ISREG(st.st_mode) && !written_since(&st, t0)) {
+		hg_err("--merge: %s %s was last written before the command started (left by an "
+		       "earlier run?): not merging it", what, path);
+		return HGCLOCK_EXIT_BAD_INPUT;
+	}
+	return HGCLOCK_EXIT_OK;
+}
+
+/* The name trace-cmd gives guest @g by default: its QEMU's -name (libvirt's domain), or "". */
+static void guest_vm_name(const struct guest *g, char *name, size_t size)
+{
+	struct vmfind_args a;
+	struct vmfind vf;
+
+	name[0] = '\0';
+	if (g->vm.vm_pid <= 0)
+		return;
+	vmfind_init(&vf);
+	if (vmfind_read_cmdline(&vf, g->vm.vm_pid, &a))
+		return;
+	if (vmfind_args_name(&a, name, size) != 1)
+		name[0] = '\0';
+	vmfind_args_free(&a);
+}
+
+static int cand_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct merge_cand *)a)->name, ((const struct merge_cand *)b)->name);
+}
+
+static void cands_free(struct merge_cand *c, size_t nr)
+{
+	for (size_t i = 0; i < nr; i++) {
+		free(c[i].path);
+		free(c[i].name);
+	}
+	free(c);
+}
+
+static bool same_file(const struct stat *a, const char *path)
+{
+	struct stat b;
+
+	return !stat(path, &b) && a->st_dev == b.st_dev && a->st_ino == b.st_ino;
+}
+
+/*
+ * The files trace-cmd record -A names after the host's trace @host for
+ * its guests (trace_get_guest_file(): "trace.dat" gives trace-NAME.dat):
+ * STEM-NAME.EXT in @host's directory, regular files, neither the
+ * correlation file @corr nor OUT; sorted by NAME.  0, or an exit status
+ * (said).
+ */
+static int merge_list_cands(const struct merge_req *mr, const char *corr,
+			    struct merge_cand **out, size_t *nr_out)
+{
+	const char *slash = strrchr(mr->host, '/'), *base, *dot;
+	struct merge_cand *c = NULL;
+	size_t nr = 0, stem_len, ext_len, dir_len;
+	struct dirent *d;
+	char *dir;
+	DIR *dp;
+
+	base = slash ? slash + 1 : mr->host;
+	dot = strrchr(base, '.');
+	if (!dot || dot == base)
+		dot = base + strlen(base);
+	stem_len = (size_t)(dot - base);
+	ext_len = strlen(dot);
+	dir_len = (size_t)(base - mr->host);
+	dir = strndup(mr->host, dir_len);
+	if (!dir)
+		goto nomem;
+	dp = opendir(dir_len ? dir : ".");
+	if (!dp) {
+		hg_err("--merge: reading the directory %s: %s", dir_len ? dir : ".",
+		       strerror(errno));
+		free(dir);
+		return HGCLOCK_EXIT_FAILURE;
+	}
+	while ((d = readdir(dp))) {
+		size_t len = strlen(d->d_name);
+		struct merge_cand *more;
+		struct stat st;
+		char *path;
+
+		if (len <= stem_len + 1 + ext_len || strncmp(d->d_name, base, stem_len) ||
+		    d->d_name[stem_len] != '-' || strcmp(d->d_name + len - ext_len, dot))
+			continue;
+		if (asprintf(&path, "%s%s", dir, d->d_name) < 0)
+			goto nomem_dir;
+		if (stat(path, &st) || !S_ISREG(st.st_mode) || same_file(&st, corr) ||
+		    (strcmp(mr->out, "-") && same_file(&st, mr->out))) {
+			free(path);
+			continue;
+		}
+		if (nr == HG_MERGE_MAX_CANDS) {
+			hg_err("--merge: more than %d files named like guest traces in %s: give "
+			       "them (--merge-guest)", HG_MERGE_MAX_CANDS, dir_len ? dir : ".");
+			free(path);
+			closedir(dp);
+			free(dir);
+			cands_free(c, nr);
+			return HGCLOCK_EXIT_USAGE;
+		}
+		more = realloc(c, (nr + 1) * sizeof(*c));
+		if (!more) {
+			free(path);
+			goto nomem_dir;
+		}
+		c = more;
+		c[nr].path = path;
+		c[nr].name = strndup(d->d_name + stem_len + 1, len - stem_len - 1 - ext_len);
+		c[nr].fresh = written_since(&st, &mr->t0);
+		c[nr].guest = -1;
+		nr++;
+		if (!c[nr - 1].name)
+			goto nomem_dir;
+	}
+	closedir(dp);
+	free(dir);
+	qsort(c, nr, sizeof(*c), cand_cmp);
+	*out = c;
+	*nr_out = nr;
+	return HGCLOCK_EXIT_OK;
+nomem_dir:
+	closedir(dp);
+nomem:
+	free(dir);
+	cands_free(c, nr);
+	hg_err("--merge: %s", strerror(ENOMEM));
+	return HGCLOCK_EXIT_FAILURE;
+}
+
+/*
+ * Default guest traces: which STEM-NAME.EXT is which recorded guest.  A
+ * guest whose VM's QEMU has -name NAME (libvirt names it after the
+ * domain, and trace-cmd -A NAME calls the guest that) gets the file of
+ * that NAME; then, if one guest and one file are left (-A @CID --name
+ * ANY), they go together.  A file left over that was written during the
+ * run is an error (which guest's?); an older one is said and left out.
+ * A guest without a trace is said and merged without.  Fills @args with
+ * "ID=FILE" strings (freed by the caller); 0 or an exit status (said).
+ */
+static int merge_find_guests(const struct merge_req *mr, const char *corr,
+			     const struct guest *guests, unsigned int nr_guests,
+			     char **args, int *nr_args)
+{
+	struct merge_cand *c = NULL;
+	unsigned int left_guest = 0, nr_left_guests = 0;
+	size_t nr = 0, left_cand = 0, left_fresh = 0, nr_left_cands = 0, nr_left_fresh = 0;
+	char name[VMFIND_NAME_MAX + 1];
+	int ret;
+
+	ret = merge_list_cands(mr, corr, &c, &nr);
+	if (ret)
+		return ret;
+	for (unsigned int g = 0; g < nr_guests; g++) {
+		bool found = false;
+
+		guest_vm_name(&guests[g], name, sizeof(name));
+		for (size_t i = 0; i < nr && name[0] && !found; i++)
+			if (c[i].guest < 0 && !strcmp(c[i].name, name)) {
+				c[i].guest = (int)g;
+				found = true;
+			}
+		if (!found) {
+			left_guest = g;
+			nr_left_guests++;
+		}
+	}
+	for (size_t i = 0; i < nr; i++) {
+		if (c[i].guest >= 0)
+			continue;
+		left_cand = i;
+		nr_left_cands++;
+		if (c[i].fresh) {
+			left_fresh = i;
+			nr_left_fresh++;
+		}
+	}
+	/* The one left: the one written in this run, else the only one (then refused as old). */
+	if (nr_left_guests == 1 && nr_left_fresh == 1) {
+		c[left_fresh].guest = (int)left_guest;
+		nr_left_cands--;
+	} else if (nr_left_guests == 1 && nr_left_cands == 1) {
+		c[left_cand].guest = (int)left_guest;
+		nr_left_cands--;
+	}
+	for (size_t i = 0; i < nr && !ret; i++) {
+		char what[64];
+
+		if (c[i].guest < 0 && c[i].fresh) {
+			hg_err("--merge: cannot tell which recorded guest's trace %s is (guests "
+			       "recorded: %u, traces unmatched: %zu): give each with --merge-guest "
+			       "ID=FILE", c[i].path, nr_guests, nr_left_cands);
+			ret = HGCLOCK_EXIT_BAD_INPUT;
+		} else if (c[i].guest < 0) {
+			fprintf(stderr, "hgclock record: --merge: leaving out %s: last written before "
+				"the command started\n", c[i].path);
+		} else {
+			snprintf(what, sizeof(what), "guest %d's trace", c[i].guest);
+			ret = merge_input_fresh(what, c[i].path, &mr->t0, "");
+			if (!ret && asprintf(&args[(*nr_args)++], "%d=%s", c[i].guest,
+					     c[i].path) < 0) {
+				(*nr_args)--;
+				hg_err("--merge: %s", strerror(ENOMEM));
+				ret = HGCLOCK_EXIT_FAILURE;
+			}
+		}
+	}
+	for (unsigned int g = 0; g < nr_guests && !ret; g++) {
+		bool has = false;
+
+		for (size_t i = 0; i < nr; i++)
+			has |= c[i].guest == (int)g;
+		if (!has)
+			fprintf(stderr, "hgclock record: --merge: guest %u (%s): no trace of its own "
+				"next to %s (give it with --merge-guest %u=FILE): merged without\n",
+				g, guests[g].vm.spec[0] ? guests[g].vm.spec : guests[g].spec,
+				mr->host, g);
+	}
+	cands_free(c, nr);
+	return ret;
+}
+
+/*
+ * The merge at the end of a clean recording into correlation file @corr
+ * (complete, renamed into place): the traces found as above, then
+ * cmd_merge() with "merge [--guest ID=FILE]... --host HOST -o OUT --
+ * CORR".  record's signal handlers are taken down first: Ctrl-C now
+ * stops the merge as it stops 'hgclock merge' (its temporary file
+ * removed, OUT as it was).  merge's exit status.
+ */
+static int merge_at_end(struct merge_req *mr, const char *corr, const struct guest *guests,
+			unsigned int nr_guests)
+{
+	char **args = calloc(HG_MAX_GUESTS, sizeof(*args));
+	char **argv = calloc(8 + 2 * HG_MAX_GUESTS, sizeof(*argv));
+	int nr_args = 0, argc = 0, ret;
+	struct stat st;
+
+	if (!args || !argv) {
+		hg_err("--merge: %s", strerror(ENOMEM));
+		ret = HGCLOCK_EXIT_FAILURE;
+		goto out;
+	}
+	/* An OUT written while the command ran is one of its outputs, not an old timeline. */
+	if (strcmp(mr->out, "-") && !stat(mr->out, &st) && S_ISREG(st.st_mode) &&
+	    written_since(&st, &mr->t0)) {
+		hg_err("--merge: %s was written while the command ran (one of its traces?): "
+		       "refusing to overwrite it", mr->out);
+		ret = HGCLOCK_EXIT_USAGE;
+		goto out;
+	}
+	ret = merge_input_fresh("host trace", mr->host, &mr->t0, mr->host_given ? "" :
+				" (the command wrote none; trace-cmd record -o FILE: --merge-host FILE)");
+	for (int i = 0, next = 0; i < mr->nr_guest && !ret; i++) {
+		struct hgm_input_spec in;
+		char what[32];
+
+		hgm_guest_spec(mr->guest[i], &next, &in);
+		snprintf(what, sizeof(what), "guest %d's trace", in.guest);
+		ret = merge_input_fresh(what, in.path, &mr->t0, "");
+	}
+	if (!ret && !mr->nr_guest)
+		ret = merge_find_guests(mr, corr, guests, nr_guests, args, &nr_args);
+	if (ret)
+		goto out;
+	argv[argc++] = "merge";
+	argv[argc++] = "--host";
+	argv[argc++] = (char *)mr->host;
+	for (int i = 0; i < mr->nr_guest; i++) {
+		argv[argc++] = "--guest";
+		argv[argc++] = (char *)mr->guest[i];
+	}
+	for (int i = 0; i < nr_args; i++) {
+		argv[argc++] = "--guest";
+		argv[argc++] = args[i];
+	}
+	argv[argc++] = "-o";
+	argv[argc++] = (char *)mr->out;
+	argv[argc++] = "--";
+	argv[argc++] = (char *)corr;
+	fprintf(stderr, "hgclock record: merging:");
+	for (int i = 0; i < argc; i++)
+		fprintf(stderr, " %s", argv[i]);
+	fputc('\n', stderr);
+	for (size_t i = 0; i < sizeof(stop_sigs) / sizeof(stop_sigs[0]); i++)
+		sigaction(stop_sigs[i], &saved_sigs[i], NULL);
+	sigaction(SIGPIPE, &saved_pipe, NULL);
+	optind = 0;	/* glibc: a new getopt scan */
+	ret = cmd_merge(argc, argv);
+out:
+	for (int i = 0; i < nr_args; i++)
+		free(args[i]);
+	free(args);
+	free(argv);
+	return ret;
 }
 
 static void record_usage(FILE *out)
 {
 	fprintf(out,
 		"usage: hgclock record -o FILE [--duration SEC] [--period MS] [--ring-size KIB]\n"
-		"                      [--guest SPEC[,vm=PID]]... [--probe-interval MS]\n"
-		"                      [--probe-burst N]\n"
+		"                      [--guest SPEC[,vm=PID][,no-agent]]... [--all-guests]\n"
+		"                      [--probe-interval MS] [--compress zstd|none]\n"
+		"                      [--probe-burst N] [--require-all]\n"
+		"                      [--merge OUT [--merge-host FILE] [--merge-guest [ID=]FILE]...]\n"
+		"                      [[--] COMMAND [ARG...]]\n"
 		"Records this host's clock data (per-CPU conversions, vCPU tracking,\n"
 		"KVM TSC offset changes) into a correlation file until SEC seconds\n"
-		"have passed or it is interrupted (Ctrl-C): the file is then complete.\n"
+		"have passed or it is interrupted (Ctrl-C, SIGTERM, SIGHUP): the file\n"
+		"is then complete.  With a COMMAND, it runs it and records until it\n"
+		"exits (e.g. -- trace-cmd record -A @3 ...; Ctrl-C reaches both, record\n"
+		"waits for the command); the exit status is then the command's.\n"
+		"--merge OUT (with a COMMAND): when the file is complete and COMMAND exited\n"
+		"0, runs 'hgclock merge' into OUT on the traces COMMAND wrote: --merge-host\n"
+		"FILE (default trace.dat) and the guests' (default: trace-NAME.dat next to it,\n"
+		"trace-cmd record -A's names, matched to the guests by VM name; or each\n"
+		"--merge-guest [ID=]FILE as merge's --guest), all written since COMMAND\n"
+		"started; the exit status is then merge's.\n"
+		"-o, --output FILE is written as FILE.tmp-XXXXXX, renamed to FILE at a\n"
+		"clean end (a failed run leaves FILE as it was).\n"
+		"--compress zstd (the default when built with libzstd) stores the batches of\n"
+		"records and probes compressed (file format 1.4, some 3.5 times smaller);\n"
+		"none writes a file that hgclock before format 1.4 also reads.\n"
 		"--period sets the module's snapshot period while recording; --ring-size KIB\n"
-		"grows each CPU's ring first (default 4096; not while another reader maps it).\n"
-		"--guest vsock:CID[:PORT][,vm=PID] or tcp:HOST:PORT[,vm=PID] adds a guest\n"
-		"running 'hgclock agent': its clock data joins the file, its clocks are\n"
-		"probed every --probe-interval MS (default 100, 0: never; N exchanges\n"
-		"back to back each time, --probe-burst, default 4), and the\n"
+		"sizes this recording's own rings (default 4096 per CPU; other readers keep theirs).\n"
+		"--guest vsock:CID[:PORT][,vm=PID], tcp:HOST:PORT[,vm=PID] or domain:NAME\n"
+		"adds a guest running 'hgclock agent': its clock data joins the file, its\n"
+		"clocks are probed every --probe-interval MS (default 100, 0: never; N\n"
+		"exchanges back to back each time, --probe-burst, default 4), and the\n"
 		"guest-to-host mapping is computed at the end.  vm=PID names the VM's\n"
-		"process on this host (found from guest-cid=CID on qemu's command line\n"
-		"otherwise); with it KVM's exact TSC relation is used.\n");
+		"process on this host (for vsock:CID found otherwise: the QEMU whose\n"
+		"vhost-vsock -device has guest-cid=CID); with it KVM's exact TSC relation\n"
+		"is used, without it probes only (said on stderr).  domain:NAME is libvirt's\n"
+		"running domain NAME, at vsock:CID: its QEMU process and CID are found, or\n"
+		"exit 2 says why not.  --all-guests adds every running libvirt domain and\n"
+		"every other QEMU with a vsock device.\n"
+		"--guest vm=PID alone, or any form above with ,no-agent, records a VM\n"
+		"whose guest runs no agent (no module): its vCPUs' TSC offsets and exit\n"
+		"pairing for 'hgclock pairmark' in it; its x86-tsc trace then maps\n"
+		"exactly, local/perf only through pairmark's markers (merge).\n");
+	fprintf(out,
+		"A guest whose agent cannot be reached, or whose session breaks, is noted\n"
+		"in the file as lost and the others go on; --require-all makes that an\n"
+		"error (exit 1; a loss after the start ends the recording, which is kept).\n"
+		"At most %d guests.  'hgclock recover' completes a file that a killed\n"
+		"record left unfinished.\n", HG_MAX_GUESTS);
 }
+
+/* Long options without a short form. */
+enum { OPT_MERGE = 0x100, OPT_MERGE_HOST, OPT_MERGE_GUEST };
+enum { OPT_COMPRESS = 0x200 };
 
 int cmd_record(int argc, char **argv)
 {
@@ -721,24 +1663,40 @@ int cmd_record(int argc, char **argv)
 		{ "duration", required_argument, NULL, 'd' },
 		{ "period", required_argument, NULL, 'p' },
 		{ "guest", required_argument, NULL, 'g' },
+		{ "all-guests", no_argument, NULL, 'G' },
 		{ "probe-interval", required_argument, NULL, 'i' },
 		{ "probe-burst", required_argument, NULL, 'b' },
 		{ "ring-size", required_argument, NULL, 'r' },
+		{ "compress", required_argument, NULL, OPT_COMPRESS },
+		{ "require-all", no_argument, NULL, 'A' },
+		{ "merge", required_argument, NULL, OPT_MERGE },
+		{ "merge-host", required_argument, NULL, OPT_MERGE_HOST },
+		{ "merge-guest", required_argument, NULL, OPT_MERGE_GUEST },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
+	/* --merge: nothing merged unless asked (merge_at_end()). */
+	struct merge_req mr = { 0 };
 	uint64_t duration_s = 0, period_ms = 0;
 	struct hgclock_ring_config cfg, saved;
 	struct hg_batch b = { .max = HG_SECTION_MAX };
 	struct hgcor_writer w;
+	struct hg_output o;
 	struct host_sink sink = { .w = &w };
 	struct hgclock_info info;
 	struct hgclock_map map;
 	const char *out = NULL;
 	double start, last_status = 0;
 	bool tty = isatty(STDERR_FILENO), period_set = false;
-	/* Static: each guest holds a probe buffer; record runs once per process. */
-	static struct guest guests[HG_MAX_GUESTS];
+	bool all_guests = false;
+	/* Record batches and probes stored compressed (file-format.rst, 1.4). */
+	int compress = hgcor_have_zstd() ? HGCOR_COMPRESS_ZSTD : HGCOR_COMPRESS_NONE;
+	/* Each guest holds a probe buffer: allocated as --guest adds them. */
+	struct guest *guests = NULL;
+	struct pollfd *pfd = NULL;
+	char **command = NULL;
+	int child_status = 0;
+	bool child_running = false, child_started = false, child_told = false;
 	struct host_clock hc;
 	uint64_t interval_ms = 100, ring_kib = 4096, burst = HG_PROBE_BURST;
 	double interval_s;
@@ -747,21 +1705,49 @@ int cmd_record(int argc, char **argv)
 	char note[512];
 	int c, fd, ret, i;
 
-	while ((c = getopt_long(argc, argv, "o:d:p:g:i:b:r:h", opts, NULL)) != -1) {
+	/* "+": the first argument that is not an option starts COMMAND. */
+	while ((c = getopt_long(argc, argv, "+o:d:p:g:i:b:r:Ah", opts, NULL)) != -1) {
 		switch (c) {
 		case 'g':
-			if (nr_guests == HG_MAX_GUESTS) {
-				hg_err("at most %d guests", HG_MAX_GUESTS);
+			ret = add_guest(&guests, &nr_guests, optarg);
+			if (ret) {
+				free(guests);
+				return ret;
+			}
+			break;
+		case 'G':
+			all_guests = true;
+			break;
+		case OPT_COMPRESS:
+			if (!strcmp(optarg, "none")) {
+				compress = HGCOR_COMPRESS_NONE;
+			} else if (!strcmp(optarg, "zstd") && hgcor_have_zstd()) {
+				compress = HGCOR_COMPRESS_ZSTD;
+			} else {
+				hg_err(!strcmp(optarg, "zstd") ? "--compress zstd: this hgclock was "
+				       "built without libzstd" : "--compress wants zstd or none, not '%s'",
+				       optarg);
+				free(guests);
 				return HGCLOCK_EXIT_USAGE;
 			}
-			if (guest_parse(&guests[nr_guests], optarg)) {
+			break;
+		case 'A':
+			require_all = true;
+			break;
+		case OPT_MERGE:
+			mr.out = optarg;
+			break;
+		case OPT_MERGE_HOST:
+			mr.host = optarg;
+			mr.host_given = true;
+			break;
+		case OPT_MERGE_GUEST:
+			if (mr.nr_guest == HG_MAX_GUESTS) {
+				hg_err("at most %d --merge-guest", HG_MAX_GUESTS);
+				free(guests);
 				return HGCLOCK_EXIT_USAGE;
 			}
-			guests[nr_guests].id = nr_guests;
-			guests[nr_guests].fd = -1;
-			guests[nr_guests].probe_fd = -1;
-			pthread_mutex_init(&guests[nr_guests].lock, NULL);
-			nr_guests++;
+			mr.guest[mr.nr_guest++] = optarg;
 			break;
 		case 'r':
 			if (!parse_u64(optarg, 65536, &ring_kib) || ring_kib < 8 ||
@@ -800,32 +1786,87 @@ int cmd_record(int argc, char **argv)
 			}
 			break;
 		case 'h':
+			free(guests);
 			record_usage(stdout);
 			return HGCLOCK_EXIT_OK;
 		default:
+			free(guests);
 			record_usage(stderr);
 			return HGCLOCK_EXIT_USAGE;
 		}
 	}
-	if (!out || optind != argc) {
-		if (!out)
-			hg_err("-o FILE is required");
+	if (!out) {
+		hg_err("-o FILE is required");
+		free(guests);
 		record_usage(stderr);
 		return HGCLOCK_EXIT_USAGE;
 	}
+	if (!strcmp(out, "-")) {
+		hg_err("-o -: record writes a file (it reads it back for the mapping)");
+		free(guests);
+		return HGCLOCK_EXIT_USAGE;
+	}
+	if (all_guests) {
+		ret = add_all_guests(&guests, &nr_guests);
+		if (ret) {
+			free(guests);
+			return ret;
+		}
+	}
+	if (optind < argc)
+		command = argv + optind;
+	if (!mr.host)
+		mr.host = "trace.dat";
+	ret = merge_check_args(&mr, out, command, nr_guests);
+	if (ret) {
+		free(guests);
+		return ret;
+	}
+	for (g = 0; g < nr_guests; g++)
+		pthread_mutex_init(&guests[g].lock, NULL);
+	pfd = calloc(1 + nr_guests, sizeof(*pfd));
+	if (!pfd) {
+		hg_err("%s", strerror(ENOMEM));
+		free(guests);
+		return HGCLOCK_EXIT_FAILURE;
+	}
+	/*
+	 * Two sockets a guest: a host recording hundreds of guests needs more
+	 * than the usual 1024 descriptors; as many as the hard limit allows.
+	 */
+	if (nr_guests > 100) {
+		struct rlimit rl;
+
+		if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < rl.rlim_max) {
+			rl.rlim_cur = rl.rlim_max;
+			setrlimit(RLIMIT_NOFILE, &rl);
+		}
+	}
+	/*
+	 * Before anything is created: a signal from here on ends the
+	 * recording cleanly (output.c's handlers, which remove a temporary
+	 * file, are then not installed over these).
+	 */
+	setup_signals();
 	fd = hg_open_device();
-	if (fd < 0)
+	if (fd < 0) {
+		free(pfd);
+		free(guests);
 		return -fd;
+	}
 	ret = hgclock_get_info(fd, &info);
 	if (ret) {
 		hg_err("GET_INFO failed: %s", strerror(-ret));
 		close(fd);
+		free(pfd);
+		free(guests);
 		return ret == -EPROTO ? HGCLOCK_EXIT_ABI : HGCLOCK_EXIT_FAILURE;
 	}
 	/*
 	 * A bigger ring before mapping it: a busy host (a trace running, the
 	 * guests' vCPUs switching) fills the default one between two drains.
-	 * Only ever grown; refused while another reader has it mapped.
+	 * Our session's rings only (ABI 1.2; before, the one shared ring,
+	 * refused while another reader had it mapped).
 	 */
 	if (info.ring_size && info.ring_size < ring_kib * 1024) {
 		memset(&cfg, 0, sizeof(cfg));
@@ -838,20 +1879,30 @@ int cmd_record(int argc, char **argv)
 	ret = hg_map_consumer(fd, &map);
 	if (ret) {
 		close(fd);
+		free(pfd);
+		free(guests);
 		return HGCLOCK_EXIT_FAILURE;
 	}
-	sink.path = out;
+	out_name = out;
 	b.buf = malloc(b.max);
 	if (!b.buf) {
 		ret = HGCLOCK_EXIT_FAILURE;
 		goto out_map;
 	}
-	ret = hgcor_create(&w, out);
+	/* A temporary file next to FILE, renamed to it after a clean run. */
+	ret = hg_output_open(&o, out);
+	if (ret)
+		goto out_map;
+	/* Killed, it leaves its temporary file: valid up to its last section. */
+	hg_output_keep_on_signal(&o);
+	ret = hgcor_create(&w, hg_output_write_path(&o));
 	if (ret) {
 		hg_err("%s: %s", out, strerror(-ret));
+		hg_output_abort(&o);
 		ret = HGCLOCK_EXIT_FAILURE;
 		goto out_map;
 	}
+	hgcor_set_compression(&w, compress);	/* checked with the option */
 	/* Start from now, with every CPU's conversion in the stream first. */
 	hgclock_ring_skip_all(&map);
 	if (period_ms) {
@@ -878,9 +1929,9 @@ int cmd_record(int argc, char **argv)
 
 		snprintf(note + l, sizeof(note) - l, "%s%s", i ? " " : "; argv: ", argv[i]);
 	}
-	ret = hgcor_write_section(&w, HGCOR_SEC_HOST_INFO, 0, &info, sizeof(info));
+	ret = put_section(&w, HGCOR_SEC_HOST_INFO, 0, &info, sizeof(info));
 	if (!ret)
-		ret = hgcor_write_section(&w, HGCOR_SEC_NOTE, 0, note, strlen(note));
+		ret = put_section(&w, HGCOR_SEC_NOTE, 0, note, strlen(note));
 	if (nr_guests) {
 		gbuf = malloc(HGP_MAX_PAYLOAD);
 		if (!gbuf)
@@ -896,16 +1947,57 @@ int cmd_record(int argc, char **argv)
 	}
 	if (!ret)
 		ret = write_tracked(&w, fd, &hc);
-	for (g = 0; g < nr_guests && !ret; g++)
+	rec_start = now_s();
+	for (g = 0; g < nr_guests && !ret && !stop; g++) {
 		ret = guest_open(&guests[g], &w, gbuf);
-	signal(SIGPIPE, SIG_IGN);
-
-	signal(SIGINT, on_signal);
-	signal(SIGTERM, on_signal);
+		if (ret > 0)
+			ret = guest_lost(&guests[g], &w, &hc);
+	}
+	if (!ret && stop)
+		fprintf(stderr, "hgclock record: interrupted while connecting to the guests\n");
+	/* --require-all: nothing is recorded unless every guest is there. */
+	if (!ret && require_all && nr_lost) {
+		hg_err("%u of %u guests could not be reached (--require-all): not recording",
+		       nr_lost, nr_guests);
+		ret = -ENOTCONN;
+	}
+	if (!ret && command && !stop) {
+		/* --merge takes the traces written from here on (merge_input_fresh()). */
+		clock_gettime(CLOCK_REALTIME_COARSE, &mr.t0);
+		child_pid = run_command(command);
+		if (child_pid < 0)
+			ret = -ECHILD;
+		else
+			child_running = child_started = true;
+	}
 	start = now_s();
 	while (!ret) {
-		struct pollfd pfd[1 + HG_MAX_GUESTS];
-		bool last = stop || (duration_s && now_s() - start >= duration_s);
+		bool last;
+
+		/* The command's end ends the recording; record's own stop waits for it. */
+		if (child_running) {
+			pid_t p = waitpid(child_pid, &child_status, WNOHANG);
+
+			if (p == child_pid || (p < 0 && errno == ECHILD)) {
+				child_running = false;
+				child_pid = 0;
+			}
+		}
+		if (child_running && !child_told &&
+		    ((duration_s && now_s() - start >= duration_s) || (require_all && nr_lost))) {
+			/* As Ctrl-C would: trace-cmd finishes its file on SIGINT. */
+			fprintf(stderr, "hgclock record: %s: sending SIGINT to %s (pid %d)\n",
+				require_all && nr_lost ? "a guest was lost" : "--duration is over",
+				command[0], (int)child_pid);
+			kill(child_pid, SIGINT);
+			child_told = true;
+		}
+		if (command)
+			/* A third signal: record stops waiting for the command. */
+			last = !child_running || nr_signals >= 3;
+		else
+			last = stop || (duration_s && now_s() - start >= duration_s) ||
+			       (require_all && nr_lost);
 
 		/* Everything read is written before the next read. */
 		ret = hg_drain_batched(&map, &b, write_host_batch, &sink);
@@ -926,8 +2018,8 @@ int cmd_record(int argc, char **argv)
 				last_status - start, (unsigned long long)sink.total,
 				(unsigned long long)sink.lost, (unsigned long long)w.bytes);
 			if (nr_guests)
-				fprintf(stderr, ", %u guests, %llu probes, tightest round trip %llu ns",
-					nr_guests, (unsigned long long)probes,
+				fprintf(stderr, ", %u guests (%u lost), %llu probes, tightest round "
+					"trip %llu ns", nr_guests, nr_lost, (unsigned long long)probes,
 					(unsigned long long)rtt);
 			fputs("  ", stderr);
 		}
@@ -945,8 +2037,31 @@ int cmd_record(int argc, char **argv)
 			hg_err("poll: %s", strerror(errno));
 		}
 		for (g = 0; g < nr_guests && !ret; g++)
-			if (guests[g].fd >= 0 && (pfd[1 + g].revents & (POLLIN | POLLHUP | POLLERR)))
+			if (guests[g].fd >= 0 && (pfd[1 + g].revents & (POLLIN | POLLHUP | POLLERR))) {
 				ret = guest_message(&guests[g], &w, gbuf, &hc, interval_s);
+				if (ret > 0)
+					ret = guest_lost(&guests[g], &w, &hc);
+			}
+		/*
+		 * A guest probed that has answered nothing for a long time (a
+		 * hung or paused VM) is lost: its data would stop anyway.
+		 */
+		for (g = 0; g < nr_guests && !ret; g++) {
+			struct guest *gs = &guests[g];
+			double silent_s = 3 * interval_s > HG_GUEST_SILENT_S ? 3 * interval_s :
+					  HG_GUEST_SILENT_S;
+			double heard_at;
+
+			if (gs->fd < 0 || !gs->can_probe || !interval_ms || gs->probe_dead)
+				continue;
+			pthread_mutex_lock(&gs->lock);
+			heard_at = gs->last_heard;
+			pthread_mutex_unlock(&gs->lock);
+			if (now_s() - heard_at < silent_s)
+				continue;
+			set_why(gs, "no message and no probe reply for %.0f s", now_s() - heard_at);
+			ret = guest_lost(gs, &w, &hc);
+		}
 		/* A new burst of probes for each guest whose interval has passed. */
 		for (g = 0; g < nr_guests && !ret; g++) {
 			struct guest *gs = &guests[g];
@@ -957,70 +2072,147 @@ int cmd_record(int argc, char **argv)
 			gs->burst_left = gs->burst - 1;
 			ret = send_probe(gs, &hc);
 			if (ret) {
-				hg_err("guest %s: probe: %s", gs->spec, strerror(-ret));
-				close(gs->fd);
-				gs->fd = -1;
-				ret = 0;
+				set_why(gs, "sending a probe: %s", strerror(-ret));
+				ret = guest_lost(gs, &w, &hc);
 			}
 		}
 	}
+	if (child_running && !ret)
+		fprintf(stderr, "hgclock record: not waiting for %s (pid %d) any longer\n",
+			command[0], (int)child_pid);
 	for (g = 0; g < nr_guests; g++)
 		close_probe_channel(&guests[g]);
 	/*
-	 * Ask each guest to finish: it sends what its rings still hold, then
-	 * BYE.  What arrives is written; a guest gets 5 s.
+	 * Ask every guest to finish: each sends what its rings still hold,
+	 * then BYE.  What arrives is written; together they get 5 s.
 	 */
 	for (g = 0; g < nr_guests; g++) {
-		double until = now_s() + 5;
+		int err;
 
 		if (guests[g].fd < 0)
 			continue;
 		guests[g].closing = true;
-		hgp_send(guests[g].fd, HGP_BYE, NULL, 0);
-		while (!ret && guests[g].fd >= 0 && now_s() < until) {
-			struct pollfd one = { .fd = guests[g].fd, .events = POLLIN };
-
-			if (poll(&one, 1, 500) > 0)
-				ret = guest_message(&guests[g], &w, gbuf, &hc, interval_s);
+		err = hgp_send(guests[g].fd, HGP_BYE, NULL, 0);
+		if (err) {
+			set_why(&guests[g], "sending BYE at the end: %s", strerror(-err));
+			if (!ret)
+				ret = guest_lost(&guests[g], &w, &hc);
 		}
-		if (guests[g].fd >= 0) {
+	}
+	for (double until = now_s() + 5; !ret && now_s() < until;) {
+		unsigned int open = 0;
+
+		for (g = 0; g < nr_guests; g++) {
+			pfd[g].fd = guests[g].fd;
+			pfd[g].events = POLLIN;
+			pfd[g].revents = 0;
+			open += guests[g].fd >= 0;
+		}
+		if (!open)
+			break;
+		if (poll(pfd, nr_guests, 200) < 0 && errno != EINTR)
+			break;
+		for (g = 0; g < nr_guests && !ret; g++)
+			if (guests[g].fd >= 0 && (pfd[g].revents & (POLLIN | POLLHUP | POLLERR))) {
+				ret = guest_message(&guests[g], &w, gbuf, &hc, interval_s);
+				if (ret > 0)
+					ret = guest_lost(&guests[g], &w, &hc);
+			}
+	}
+	for (g = 0; g < nr_guests; g++) {
+		if (guests[g].fd < 0)
+			continue;
+		if (ret) {	/* the recording failed (said): no file to note it in */
 			close(guests[g].fd);
 			guests[g].fd = -1;
+			continue;
 		}
+		set_why(&guests[g], "no BYE within 5 s of the end: its last records may be missing");
+		ret = guest_lost(&guests[g], &w, &hc);
 	}
 	for (g = 0; g < nr_guests && !ret; g++)
 		ret = flush_probes(&guests[g], &w);
 	for (g = 0; g < nr_guests; g++)
 		fprintf(stderr, "hgclock record: guest %s: %llu record batches, %llu probes"
-			" (tightest round trip %llu ns, %llu dropped, %llu timed out)\n", guests[g].spec,
-			(unsigned long long)guests[g].records, (unsigned long long)guests[g].nr_probes,
+			" (tightest round trip %llu ns, %llu dropped, %llu timed out)%s\n",
+			guests[g].spec, (unsigned long long)guests[g].records,
+			(unsigned long long)guests[g].nr_probes,
 			(unsigned long long)guests[g].best_rtt_ns,
 			(unsigned long long)guests[g].probes_dropped,
-			(unsigned long long)guests[g].probe_timeouts);
+			(unsigned long long)guests[g].probe_timeouts, guests[g].lost ? ", lost" : "");
 	if (!ret && nr_guests)
-		ret = write_segments(&w, out);
+		ret = write_segments(&w, hg_output_write_path(&o));
 	if (tty)
 		fputc('\n', stderr);
 	if (period_set) {
 		saved.flags = HGCLOCK_CFG_SET_PERIOD;
 		hgclock_ring_config(fd, &saved);
 	}
-	/* END only after a clean run: a failed one must not look complete. */
-	if (ret)
+	/*
+	 * END only after a clean run: a failed one must not look complete,
+	 * and leaves FILE as it was.
+	 */
+	if (ret) {
 		hgcor_abort(&w);
-	else if (hgcor_close(&w))
+	} else {
+		ret = hgcor_close(&w);
+		if (ret)
+			hg_err("%s: writing the END section: %s", out, strerror(-ret));
+	}
+	if (ret)
+		hg_output_abort(&o);
+	else if (hg_output_commit(&o))
 		ret = -EIO;
 	if (!ret)
 		fprintf(stderr, "hgclock record: %s: %llu records (%llu lost in the kernel), %llu bytes\n",
 			out, (unsigned long long)sink.total, (unsigned long long)sink.lost,
 			(unsigned long long)w.bytes);
-	ret = ret ? HGCLOCK_EXIT_FAILURE : HGCLOCK_EXIT_OK;
+	if (!ret && nr_lost)
+		fprintf(stderr, "hgclock record: %u of %u guests lost (the file's notes say when "
+			"and why)%s\n", nr_lost, nr_guests, require_all ? "; exit 1 (--require-all)" : "");
+	/*
+	 * The status: record's own failure first; then --require-all's; then,
+	 * with a command, the command's (a shell's 128 + N when a signal N
+	 * killed it; 1 if record stopped waiting for it).
+	 */
+	mr.file_complete = !ret;
+	if (ret)
+		ret = HGCLOCK_EXIT_FAILURE;
+	else if (require_all && nr_lost)
+		ret = HGCLOCK_EXIT_FAILURE;
+	else if (command)
+		ret = child_running || !child_started ? HGCLOCK_EXIT_FAILURE :
+		      command_status(child_status);
+	else
+		ret = HGCLOCK_EXIT_OK;
+	/*
+	 * --merge: a complete file and a command that exited 0 only; merge's
+	 * status is then record's.
+	 */
+	if (mr.out && !ret)
+		ret = merge_at_end(&mr, out, guests, nr_guests);
+	else if (mr.out && !child_running && child_started && !(require_all && nr_lost) &&
+		 mr.file_complete)
+		fprintf(stderr, "hgclock record: not merging into %s: %s exited with status %d\n",
+			mr.out, command[0], ret);
+	else if (mr.out)
+		fprintf(stderr, "hgclock record: not merging into %s: the recording did not end "
+			"cleanly\n", mr.out);
+	/* record failed with the command still running: it is told to stop too. */
+	if (child_running && ret == HGCLOCK_EXIT_FAILURE && !nr_signals && !child_told) {
+		fprintf(stderr, "hgclock record: sending SIGTERM to %s (pid %d)\n", command[0],
+			(int)child_pid);
+		kill(child_pid, SIGTERM);
+	}
 out_map:
 	for (g = 0; g < nr_guests; g++) {
 		close_probe_channel(&guests[g]);
 		if (guests[g].fd >= 0)
 			close(guests[g].fd);
+		pthread_mutex_destroy(&guests[g].lock);
 	}
+	free(guests);
+	free(pfd);
 	free(gbuf);
 	free(b.buf);
 	hgclock_map_close(&map);

@@ -17,6 +17,7 @@
 
 #include "cmd.h"
 #include "libhgclock.h"
+#include "output.h"
 
 static volatile sig_atomic_t stop;
 
@@ -115,6 +116,8 @@ int cmd_records(int argc, char **argv)
 		struct timespec now;
 
 		ret = hg_drain_all(&map, print_rec, &ctx);
+		if (!ret)
+			ret = hg_stdout_check();
 		if (ret)
 			goto out;
 		if (!follow || stop)

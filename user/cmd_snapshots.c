@@ -15,6 +15,7 @@
 #include "cmd.h"
 #include "json.h"
 #include "libhgclock.h"
+#include "output.h"
 
 static volatile sig_atomic_t stop;
 
@@ -123,8 +124,8 @@ static int drain(struct hgclock_map *map, struct snap_ctx *ctx)
 {
 	int ret = hg_drain_all(map, print_record, ctx);
 
-	fflush(stdout);
-	return ret;
+	/* A full disk or a closed pipe stops --follow. */
+	return ret ? ret : hg_stdout_check();
 }
 
 static void snapshots_usage(FILE *out)

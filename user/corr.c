@@ -18,13 +18,28 @@
 
 #include <linux/hgclock.h>
 
+#ifndef HGCLOCK_NO_ZSTD
+#include <zstd.h>
+#endif
+
 #include "corr.h"
+#include "corr_check.h"
+
+/*
+ * The writer's zstd level: record batches of a few hundred bytes to a few
+ * KiB compress some 3.3 times at level 3 and 3.6 times at 9, which costs
+ * some 60 us a batch (tools/bench/compress.sh).
+ */
+#define HGCOR_ZSTD_LEVEL	9
+/* Smaller payloads are stored as they are: a frame costs some 10 bytes. */
+#define HGCOR_ZSTD_MIN_INPUT	64
 
 _Static_assert(sizeof(struct hgcor_file_header) == 64, "file header is 64 bytes");
 _Static_assert(sizeof(struct hgcor_section) == 24, "section header is 24 bytes");
 _Static_assert(sizeof(struct hgcor_probe) == 64, "probe is 64 bytes");
 _Static_assert(sizeof(struct hgcor_guest_vm) == 32, "guest_vm is 32 bytes");
 _Static_assert(sizeof(struct hgcor_segment) == 112, "segment is 112 bytes");
+_Static_assert(sizeof(struct hgcor_zstd_header) == 16, "zstd header is 16 bytes");
 
 /* CRC-32 (IEEE 802.3, reflected 0xEDB88320), table built on first use. */
 uint32_t hgcor_crc32(uint32_t crc, const void *buf, size_t len)
@@ -87,8 +102,38 @@ int hgcor_create(struct hgcor_writer *w, const char *path)
 	return 0;
 }
 
-int hgcor_write_section2(struct hgcor_writer *w, uint32_t type, uint32_t flags,
-			 const void *p1, size_t l1, const void *p2, size_t l2)
+int hgcor_have_zstd(void)
+{
+#ifdef HGCLOCK_NO_ZSTD
+	return 0;
+#else
+	return 1;
+#endif
+}
+
+int hgcor_set_compression(struct hgcor_writer *w, int compress)
+{
+	if (compress != HGCOR_COMPRESS_NONE && compress != HGCOR_COMPRESS_ZSTD)
+		return -EINVAL;
+	if (compress == HGCOR_COMPRESS_ZSTD && !hgcor_have_zstd())
+		return -ENOTSUP;
+	w->compress = compress;
+	return 0;
+}
+
+static void free_compression(struct hgcor_writer *w)
+{
+#ifndef HGCLOCK_NO_ZSTD
+	ZSTD_freeCCtx(w->zcctx);
+#endif
+	w->zcctx = NULL;
+	free(w->zbuf);
+	w->zbuf = NULL;
+	w->zbuf_cap = 0;
+}
+
+static int write_plain(struct hgcor_writer *w, uint32_t type, uint32_t flags,
+		       const void *p1, size_t l1, const void *p2, size_t l2)
 {
 	static const uint8_t zeros[8];
 	struct hgcor_section s;
@@ -118,6 +163,102 @@ int hgcor_write_section2(struct hgcor_writer *w, uint32_t type, uint32_t flags,
 	return 0;
 }
 
+/*
+ * The types the writer compresses: the bulk of a recording.  A reader
+ * accepts any type but END and ZSTD inside a ZSTD section.
+ */
+static int compressible(uint32_t type)
+{
+	return type == HGCOR_SEC_HOST_RECORDS || type == HGCOR_SEC_GUEST_RECORDS ||
+	       type == HGCOR_SEC_PROBES;
+}
+
+#ifndef HGCLOCK_NO_ZSTD
+/*
+ * Builds the stored payload of a ZSTD section for @p1/@l1 then @p2/@l2 in
+ * w->zbuf: its length, or 0 when the section is better stored as it is
+ * (no smaller, or a ratio the reader would refuse), or -errno when it
+ * cannot be compressed (the caller then stores it as it is too).
+ */
+static ssize_t compress_payload(struct hgcor_writer *w, uint32_t type, uint32_t flags,
+				const void *p1, size_t l1, const void *p2, size_t l2)
+{
+	struct hgcor_zstd_header zh = { .type = type, .flags = flags, .raw_length = l1 + l2 };
+	size_t raw = l1 + l2, bound = ZSTD_compressBound(raw), need, n;
+	const void *src = p1;
+	uint8_t *buf;
+
+	/* The frame after the header, then (two parts) a copy of the input. */
+	need = sizeof(zh) + bound + (l2 ? raw : 0);
+	if (need > w->zbuf_cap) {
+		buf = realloc(w->zbuf, need);
+		if (!buf)
+			return -ENOMEM;
+		w->zbuf = buf;
+		w->zbuf_cap = need;
+	}
+	buf = w->zbuf;
+	if (!w->zcctx) {
+		w->zcctx = ZSTD_createCCtx();
+		if (!w->zcctx)
+			return -ENOMEM;
+		/* The frame holds its content size: the reader checks it against raw_length. */
+		if (ZSTD_isError(ZSTD_CCtx_setParameter(w->zcctx, ZSTD_c_compressionLevel,
+							HGCOR_ZSTD_LEVEL)) ||
+		    ZSTD_isError(ZSTD_CCtx_setParameter(w->zcctx, ZSTD_c_contentSizeFlag, 1)))
+			return -EINVAL;
+	}
+	if (l2) {
+		memcpy(buf + sizeof(zh) + bound, p1, l1);
+		memcpy(buf + sizeof(zh) + bound + l1, p2, l2);
+		src = buf + sizeof(zh) + bound;
+	}
+	n = ZSTD_compress2(w->zcctx, buf + sizeof(zh), bound, src, raw);
+	if (ZSTD_isError(n))
+		return -EIO;
+	if (sizeof(zh) + n >= raw || raw > n * (size_t)HGCOR_ZSTD_MAX_RATIO)
+		return 0;
+	memcpy(buf, &zh, sizeof(zh));
+	return (ssize_t)(sizeof(zh) + n);
+}
+#endif
+
+int hgcor_write_section2(struct hgcor_writer *w, uint32_t type, uint32_t flags,
+			 const void *p1, size_t l1, const void *p2, size_t l2)
+{
+	int ret;
+
+	if (!w->f)
+		return -EBADF;
+	if (l1 + l2 > HGCOR_MAX_SECTION)
+		return -E2BIG;
+#ifndef HGCLOCK_NO_ZSTD
+	if (w->compress == HGCOR_COMPRESS_ZSTD && compressible(type) &&
+	    l1 + l2 >= HGCOR_ZSTD_MIN_INPUT) {
+		ssize_t stored = compress_payload(w, type, flags, p1, l1, p2, l2);
+
+		/* Compressing failed (no memory): the records are stored plain, not lost. */
+		if (stored > 0) {
+			/* Flags 0: readers before 1.4 refuse it (file-format.rst). */
+			ret = write_plain(w, HGCOR_SEC_ZSTD, 0, w->zbuf, (size_t)stored, NULL, 0);
+			if (!ret) {
+				w->raw_bytes += l1 + l2;
+				w->stored_bytes += (uint64_t)stored;
+			}
+			return ret;
+		}
+	}
+#else
+	(void)compressible;
+#endif
+	ret = write_plain(w, type, flags, p1, l1, p2, l2);
+	if (!ret) {
+		w->raw_bytes += l1 + l2;
+		w->stored_bytes += l1 + l2;
+	}
+	return ret;
+}
+
 int hgcor_write_section(struct hgcor_writer *w, uint32_t type, uint32_t flags,
 			const void *payload, size_t len)
 {
@@ -138,6 +279,7 @@ int hgcor_close(struct hgcor_writer *w)
 	if (fclose(w->f) && !ret)
 		ret = -errno;
 	w->f = NULL;
+	free_compression(w);
 	return ret;
 }
 
@@ -146,6 +288,7 @@ void hgcor_abort(struct hgcor_writer *w)
 	if (w->f)
 		fclose(w->f);
 	w->f = NULL;
+	free_compression(w);
 }
 
 /* ---- reading ---- */
@@ -177,6 +320,14 @@ const char *hgcor_strerror(int err)
 		return "a section's content is malformed";
 	case HGCOR_E_NO_END:
 		return "file has no END section: the recording did not finish";
+	case HGCOR_E_RANGE:
+		return hgcor_range_reason();
+	case HGCOR_E_DECOMPRESS:
+		return "a compressed section is damaged (not one zstd frame of its recorded size)";
+	case HGCOR_E_NO_ZSTD:
+		return "a compressed (zstd) section, and this hgclock was built without libzstd";
+	case HGCOR_E_NOMEM:
+		return "out of memory for a decompressed section";
 	default:
 		return "unknown error";
 	}
@@ -253,12 +404,85 @@ static int check_content(uint32_t type, const uint8_t *p, uint64_t len)
 		return len % sizeof(struct hgcor_segment) == 0 ? HGCOR_OK : HGCOR_E_CONTENT;
 	case HGCOR_SEC_END:
 		return len == 8 ? HGCOR_OK : HGCOR_E_CONTENT;
+	case HGCOR_SEC_CPU_MAP:
+		return len >= 8 && (len - 8) % sizeof(struct hgcor_cpu_apic) == 0 ?
+			HGCOR_OK : HGCOR_E_CONTENT;
+	case HGCOR_SEC_GUEST_IDENTITY:
+		/* The strings' form is corr_check.c's (HGCOR_E_RANGE). */
+		return len == 8 + sizeof(struct hgcor_identity) ? HGCOR_OK : HGCOR_E_CONTENT;
 	default:
 		return HGCOR_OK;
 	}
 }
 
-int hgcor_next(struct hgcor_reader *r, struct hgcor_view *v)
+void hgcor_release(struct hgcor_reader *r)
+{
+	free(r->raw);
+	r->raw = NULL;
+#ifndef HGCLOCK_NO_ZSTD
+	ZSTD_freeDCtx(r->zdctx);
+#endif
+	r->zdctx = NULL;
+}
+
+/*
+ * Replaces the view of a ZSTD section (its stored payload, CRC checked)
+ * by the section it holds, decompressed into r->raw.  Nothing in the
+ * frame is trusted: the size comes from the header, is capped before any
+ * allocation, and must be both the frame's declared content size and
+ * what decompressing it yields; the frame must fill the payload exactly.
+ */
+static int unpack_zstd(struct hgcor_reader *r, struct hgcor_view *v)
+{
+	struct hgcor_zstd_header zh;
+	const uint8_t *frame = v->payload + sizeof(zh);
+	uint64_t frame_len;
+
+	if (v->length < sizeof(zh))
+		return HGCOR_E_CONTENT;
+	memcpy(&zh, v->payload, sizeof(zh));
+	frame_len = v->length - sizeof(zh);
+	if (zh.type == HGCOR_SEC_END || zh.type == HGCOR_SEC_ZSTD)
+		return HGCOR_E_CONTENT;
+	/* A zip bomb: more than any section, or than this frame can hold. */
+	if (zh.raw_length > HGCOR_MAX_SECTION ||
+	    zh.raw_length > frame_len * HGCOR_ZSTD_MAX_RATIO)
+		return HGCOR_E_TOO_BIG;
+#ifdef HGCLOCK_NO_ZSTD
+	(void)r;
+	(void)frame;
+	return HGCOR_E_NO_ZSTD;
+#else
+	{
+		unsigned long long declared = ZSTD_getFrameContentSize(frame, frame_len);
+		size_t n = ZSTD_findFrameCompressedSize(frame, frame_len);
+
+		/* One frame, declaring raw_length, and nothing after it. */
+		if (declared == ZSTD_CONTENTSIZE_ERROR || declared == ZSTD_CONTENTSIZE_UNKNOWN ||
+		    declared != zh.raw_length || ZSTD_isError(n) || n != frame_len)
+			return HGCOR_E_DECOMPRESS;
+		if (!r->zdctx) {
+			r->zdctx = ZSTD_createDCtx();
+			if (!r->zdctx)
+				return HGCOR_E_NOMEM;
+		}
+		r->raw = malloc(zh.raw_length ? zh.raw_length : 1);
+		if (!r->raw)
+			return HGCOR_E_NOMEM;
+		n = ZSTD_decompressDCtx(r->zdctx, r->raw, zh.raw_length, frame, frame_len);
+		if (ZSTD_isError(n) || n != zh.raw_length)
+			return HGCOR_E_DECOMPRESS;
+	}
+	v->type = zh.type;
+	v->flags = zh.flags;
+	v->payload = r->raw;
+	v->length = zh.raw_length;
+	v->encoding = HGCOR_ENC_ZSTD;
+	return HGCOR_OK;
+#endif
+}
+
+static int next_section(struct hgcor_reader *r, struct hgcor_view *v)
 {
 	struct hgcor_section s;
 	uint64_t padded;
@@ -283,6 +507,9 @@ int hgcor_next(struct hgcor_reader *r, struct hgcor_view *v)
 	v->offset = r->pos;
 	v->payload = r->buf + r->pos + sizeof(s);
 	v->length = s.length;
+	v->stored_length = s.length;
+	v->encoding = HGCOR_ENC_NONE;
+	/* Over the stored bytes: a damaged frame is found before it is decompressed. */
 	if (s.payload_crc != hgcor_crc32(0, v->payload, s.length))
 		return HGCOR_E_PAYLOAD_CRC;
 	/* Padding is zero: then every byte of the file is checked. */
@@ -291,10 +518,22 @@ int hgcor_next(struct hgcor_reader *r, struct hgcor_view *v)
 			return HGCOR_E_CONTENT;
 	if ((s.type == 0 || s.type > HGCOR_SEC_MAX) && !(s.flags & HGCOR_SEC_OPTIONAL))
 		return HGCOR_E_UNKNOWN;
-	ret = check_content(s.type, v->payload, s.length);
+	if (s.type == HGCOR_SEC_ZSTD) {
+		ret = unpack_zstd(r, v);
+		if (ret)
+			return ret;
+		/* The inner section's type and flags, as for a section stored plain. */
+		if ((v->type == 0 || v->type > HGCOR_SEC_MAX) &&
+		    !(v->flags & HGCOR_SEC_OPTIONAL))
+			return HGCOR_E_UNKNOWN;
+	}
+	ret = check_content(v->type, v->payload, v->length);
+	if (!ret)
+		ret = hgcor_check_values2(v->type, v->payload, v->length, r->pos,
+					  v->encoding != HGCOR_ENC_NONE);
 	if (ret)
 		return ret;
-	if (s.type == HGCOR_SEC_END) {
+	if (v->type == HGCOR_SEC_END) {
 		uint64_t n;
 
 		memcpy(&n, v->payload, 8);
@@ -305,4 +544,18 @@ int hgcor_next(struct hgcor_reader *r, struct hgcor_view *v)
 	r->pos += sizeof(s) + padded;
 	r->nr_sections++;
 	return 1;
+}
+
+int hgcor_next(struct hgcor_reader *r, struct hgcor_view *v)
+{
+	int ret;
+
+	/* The previous section's decompressed payload: its view ends here. */
+	free(r->raw);
+	r->raw = NULL;
+	ret = next_section(r, v);
+	/* At END, the end of the file or an error nothing more is read. */
+	if (ret <= 0 || r->seen_end)
+		hgcor_release(r);
+	return ret;
 }

@@ -18,8 +18,9 @@
 
 #define HGCOR_MAGIC		"HGCLKCOR"
 #define HGCOR_VERSION_MAJOR	1	/* readers reject a larger major */
-#define HGCOR_VERSION_MINOR	1	/* readers accept any minor; 1.1: probes, segments */
-#define HGCOR_MAX_SECTION	(64u << 20)	/* bytes of one payload */
+#define HGCOR_VERSION_MINOR	4	/* readers accept any minor; 1.1: probes, segments; */
+					/* 1.2: CPU_MAP; 1.3: GUEST_IDENTITY; 1.4: ZSTD */
+#define HGCOR_MAX_SECTION	(64u << 20)	/* bytes of one payload, also uncompressed */
 
 struct hgcor_file_header {
 	char magic[8];			/* HGCOR_MAGIC, not NUL terminated */
@@ -54,7 +55,36 @@ struct hgcor_section {
 #define HGCOR_SEC_PROBES	7	/* u32 guest id, u32 0, struct hgcor_probe[] */
 #define HGCOR_SEC_GUEST_VM	8	/* struct hgcor_guest_vm */
 #define HGCOR_SEC_SEGMENTS	9	/* struct hgcor_segment[]: the mapping chosen */
-#define HGCOR_SEC_MAX		9
+#define HGCOR_SEC_CPU_MAP	10	/* u32 guest id, u32 0, struct hgcor_cpu_apic[] */
+#define HGCOR_SEC_GUEST_IDENTITY 11	/* u32 guest id, u32 0, struct hgcor_identity */
+#define HGCOR_SEC_ZSTD		12	/* struct hgcor_zstd_header, one zstd frame */
+#define HGCOR_SEC_MAX		12
+
+/*
+ * A compressed section (format 1.4): the payload of an HGCOR_SEC_ZSTD
+ * section starts with this header, then holds one zstd frame whose
+ * content is the payload of a section of type @type.  The section header's
+ * length is the stored size (this header and the frame), its payload_crc
+ * covers those stored bytes: damage is found before anything is
+ * decompressed.  The section header's own type is ZSTD and its flags 0,
+ * so a reader older than 1.4 refuses the file (an unknown required
+ * section) rather than misread it; @flags are the inner section's
+ * (HGCOR_SEC_OPTIONAL).  16 bytes, so the frame stays 8-byte aligned.
+ */
+struct hgcor_zstd_header {
+	uint32_t type;			/* the inner section's type: not END, not ZSTD */
+	uint32_t flags;			/* the inner section's flags */
+	uint64_t raw_length;		/* its payload bytes: the frame's content size */
+};
+
+/*
+ * The reader's limit on a compressed section: raw_length at most
+ * HGCOR_MAX_SECTION and at most this many times the frame's size.  The
+ * writer stores a section uncompressed when it would compress better.
+ * Record batches compress 3 to 5 times; the cap bounds the memory and
+ * time a small hostile file can cost (a "zip bomb").
+ */
+#define HGCOR_ZSTD_MAX_RATIO	64
 
 /*
  * One clock probe (see proto.h): the host's TSC and sched_clock right
@@ -89,6 +119,34 @@ struct hgcor_guest_vm {
 	char spec[16];			/* --guest argument, cut, NUL terminated */
 };
 
+/*
+ * One guest CPU's APIC ID, as the agent read it (proto.h, CPU_MAP): KVM's
+ * vcpu_id of the vCPU that is guest CPU @guest_cpu.  A CPU_MAP section
+ * holds one per CPU that was online, CPUs rising; a later section for the
+ * same guest (CPUs brought online since) adds to or replaces earlier
+ * entries.  Without one, guest CPU n is taken to be vcpu_id n (sync.rst,
+ * "vCPU identity").  16 bytes.
+ */
+struct hgcor_cpu_apic {
+	uint32_t guest_cpu;
+	uint32_t apic_id;		/* = KVM vcpu_id */
+	uint32_t flags;			/* HGP_CPU_APIC_* of the agent (proto.h) */
+	uint32_t reserved;		/* zero */
+};
+
+/*
+ * Which machine guest @guest_id is, as its agent said (proto.h, IDENTITY,
+ * 1.3): the payload of a GUEST_IDENTITY section after the u32 guest id and
+ * u32 0.  The same layout as struct hgp_identity; each field NUL
+ * terminated and NUL padded, "" when the guest could not read it.
+ * `hgclock merge` compares the nodename with a guest trace's.  152 bytes.
+ */
+struct hgcor_identity {
+	char nodename[72];		/* uname nodename, 1 to 64 characters */
+	char machine_id[40];		/* /etc/machine-id, 32 hex digits, or "" */
+	char boot_id[40];		/* kernel boot id (UUID), or "" */
+};
+
 /* hgcor_segment.method */
 #define HGCOR_METHOD_KVM_EXACT	1	/* KVM's TSC offset/scaling, chained conversions */
 #define HGCOR_METHOD_PROBE	2	/* fitted from bracketed probes */
@@ -116,7 +174,7 @@ struct hgcor_guest_vm {
  */
 struct hgcor_segment {
 	uint32_t guest_id;
-	int32_t vcpu_id;
+	int32_t vcpu_id;		/* the guest CPU number (CPU_MAP: not KVM's id) */
 	uint32_t method;		/* HGCOR_METHOD_* */
 	uint32_t clock;			/* HGCOR_CLOCK_* */
 	uint64_t host_tsc_start;
@@ -138,21 +196,44 @@ uint32_t hgcor_crc32(uint32_t crc, const void *buf, size_t len);
 
 /* ---- writing ---- */
 
+/* hgcor_writer.compress */
+#define HGCOR_COMPRESS_NONE	0
+#define HGCOR_COMPRESS_ZSTD	1
+
 struct hgcor_writer {
 	FILE *f;
 	uint64_t nr_sections;
-	uint64_t bytes;
+	uint64_t bytes;			/* written to the file */
+	/*
+	 * Compression (hgcor_set_compression(); zero: none).  Statistics of
+	 * what was compressed: the payloads before and after (header
+	 * included), for `record`'s summary and the benchmark.
+	 */
+	int compress;
+	void *zcctx;			/* ZSTD_CCtx, created on first use */
+	void *zbuf;			/* the stored payload being built */
+	size_t zbuf_cap;
+	uint64_t raw_bytes;		/* payload bytes given to the writer */
+	uint64_t stored_bytes;		/* payload bytes stored for them */
 };
 
 /* Creates @path (truncating) and writes the file header. -errno on error. */
 int hgcor_create(struct hgcor_writer *w, const char *path);
+/*
+ * HGCOR_COMPRESS_ZSTD: from now on, sections of records and probes
+ * (HOST_RECORDS, GUEST_RECORDS, PROBES) are stored as ZSTD sections when
+ * that makes them smaller.  -ENOTSUP in a build without libzstd.
+ */
+int hgcor_set_compression(struct hgcor_writer *w, int compress);
+/* Whether this build can read and write ZSTD sections. */
+int hgcor_have_zstd(void);
 /* Appends one section and flushes it to the file. */
 int hgcor_write_section(struct hgcor_writer *w, uint32_t type, uint32_t flags,
 			const void *payload, size_t len);
 /* Same with a payload in two parts (a small prefix, then data). */
 int hgcor_write_section2(struct hgcor_writer *w, uint32_t type, uint32_t flags,
 			 const void *p1, size_t l1, const void *p2, size_t l2);
-/* Writes the END section and closes. */
+/* Writes the END section and closes (also frees the compression state). */
 int hgcor_close(struct hgcor_writer *w);
 /* Closes without END: readers will say the recording did not finish. */
 void hgcor_abort(struct hgcor_writer *w);
@@ -173,6 +254,10 @@ enum hgcor_err {
 	HGCOR_E_UNKNOWN,	/* an unknown section not marked optional */
 	HGCOR_E_CONTENT,	/* a known section with malformed content */
 	HGCOR_E_NO_END,		/* no END section: the writer did not finish */
+	HGCOR_E_RANGE,		/* a value no recording can hold (corr_check.h) */
+	HGCOR_E_DECOMPRESS,	/* a ZSTD section's frame is not its recorded content */
+	HGCOR_E_NO_ZSTD,	/* a ZSTD section, and this build has no libzstd */
+	HGCOR_E_NOMEM,		/* no memory for a decompressed section */
 };
 
 const char *hgcor_strerror(int err);
@@ -184,14 +269,32 @@ struct hgcor_reader {
 	struct hgcor_file_header hdr;
 	uint64_t nr_sections;
 	int seen_end;
+	/*
+	 * A ZSTD section's payload, decompressed: owned by the reader, valid
+	 * until the next hgcor_next() or hgcor_release() (freed there, not
+	 * reused, so that a use after it is an ASan error, not stale data).
+	 */
+	uint8_t *raw;
+	void *zdctx;		/* ZSTD_DCtx, created on first use */
 };
 
+/* hgcor_view.encoding: how the section is stored */
+#define HGCOR_ENC_NONE		0
+#define HGCOR_ENC_ZSTD		1
+
+/*
+ * A section as read.  For a ZSTD section, @type, @flags, @payload and
+ * @length are the inner (decompressed) section's, and @payload points into
+ * the reader's buffer (see hgcor_reader.raw); otherwise into the file.
+ */
 struct hgcor_view {
 	uint32_t type;
 	uint32_t flags;
 	uint64_t offset;	/* of the section header in the file */
 	const uint8_t *payload;
 	uint64_t length;
+	uint64_t stored_length;	/* payload bytes in the file (= length if not compressed) */
+	uint32_t encoding;	/* HGCOR_ENC_* */
 };
 
 /* Validates the file header of @buf/@len. */
@@ -203,6 +306,13 @@ int hgcor_open(struct hgcor_reader *r, const void *buf, size_t len);
  * are returned with their type for the caller to skip.
  */
 int hgcor_next(struct hgcor_reader *r, struct hgcor_view *v);
+/*
+ * Frees what the reader allocated (a decompressed payload, the zstd
+ * context); the views it returned are invalid after it.  hgcor_next()
+ * does this itself when it returns 0 or an error; a caller that stops
+ * earlier calls it.  Safe to call more than once.
+ */
+void hgcor_release(struct hgcor_reader *r);
 
 /* Walks the ring records in a *_RECORDS payload (after any prefix). */
 typedef int (*hgcor_rec_fn)(const void *rec, size_t size, void *ctx);

@@ -125,6 +125,12 @@ void json_u64(struct json_writer *w, const char *key, uint64_t value)
 	fprintf(w->out, "%" PRIu64, value);
 }
 
+void json_null(struct json_writer *w, const char *key)
+{
+	json_prefix(w, key);
+	fputs("null", w->out);
+}
+
 void json_fixed3(struct json_writer *w, const char *key, uint64_t thousandths)
 {
 	json_prefix(w, key);

@@ -31,6 +31,7 @@ void json_i64(struct json_writer *w, const char *key, int64_t value);
 /* @thousandths / 1000 as a decimal number with three decimals (us from ns). */
 void json_fixed3(struct json_writer *w, const char *key, uint64_t thousandths);
 void json_bool(struct json_writer *w, const char *key, bool value);
+void json_null(struct json_writer *w, const char *key);
 /* Ends a top-level value with a newline; another may follow (JSON Lines). */
 void json_finish(struct json_writer *w);
 

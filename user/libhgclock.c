@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "libhgclock.h"
+#include "sync.h"
 
 int hgclock_open(const char *path)
 {
@@ -26,7 +27,8 @@ const char *hgclock_open_hint(int err)
 	case ENXIO:
 	case ENODEV:
 		return HGCLOCK_DEV_PATH " does not exist: load the module first "
-		       "(insmod build/module/$(uname -r)/hgclock.ko from the source tree)";
+		       "(modprobe hgclock once installed, see install.rst; or "
+		       "insmod build/module/$(uname -r)/hgclock.ko from the source tree)";
 	case EACCES:
 	case EPERM:
 		return HGCLOCK_DEV_PATH " is not accessible: run as root or as a "
@@ -123,15 +125,26 @@ int hgclock_list_vcpus(int fd, struct hgclock_vcpu_info **infos, unsigned int *n
 	}
 }
 
-int hgclock_track(int fd, int tid, int add)
+/* HGCLOCK_IOC_TRACK with one of its flags on thread (or process) @tid. */
+static int track_ioctl(int fd, uint32_t flags, int tid)
 {
 	struct hgclock_track req;
 
 	memset(&req, 0, sizeof(req));
 	req.size = sizeof(req);
-	req.flags = add ? HGCLOCK_TRACK_ADD : HGCLOCK_TRACK_REMOVE;
+	req.flags = flags;
 	req.tid = tid;
 	return ioctl(fd, HGCLOCK_IOC_TRACK, &req) ? -errno : 0;
+}
+
+int hgclock_track(int fd, int tid, int add)
+{
+	return track_ioctl(fd, add ? HGCLOCK_TRACK_ADD : HGCLOCK_TRACK_REMOVE, tid);
+}
+
+int hgclock_pair_vm(int fd, int vm_pid, int on)
+{
+	return track_ioctl(fd, on ? HGCLOCK_TRACK_PAIR_ON : HGCLOCK_TRACK_PAIR_OFF, vm_pid);
 }
 
 const char *hgclock_role_name(uint32_t role)
@@ -185,4 +198,17 @@ char *hgclock_clock_flags_str(uint32_t clock_flags, char *buf, size_t len)
 		snprintf(buf + used, len - used, "%s0x%x", used ? "," : "",
 			 clock_flags);
 	return buf;
+}
+
+int hgclock_clock_parse(const char *name, uint32_t *clock)
+{
+	if (!strcmp(name, "local") || !strcmp(name, "sched"))
+		*clock = HGSYNC_CLOCK_SCHED;
+	else if (!strcmp(name, "perf"))
+		*clock = HGSYNC_CLOCK_LOCAL;
+	else if (!strcmp(name, "x86-tsc") || !strcmp(name, "tsc"))
+		*clock = HGSYNC_CLOCK_TSC;
+	else
+		return -EINVAL;
+	return 0;
 }

@@ -50,11 +50,23 @@ int hgclock_read_all_cpus(int fd, struct hgclock_clock_sample *samples,
 int hgclock_list_vcpus(int fd, struct hgclock_vcpu_info **infos, unsigned int *nr);
 /* HGCLOCK_IOC_TRACK: @add 1 to track @tid, 0 to stop. */
 int hgclock_track(int fd, int tid, int add);
+/* Exit pairing on (1) or off (0) for the VM of process @vm_pid: host. */
+int hgclock_pair_vm(int fd, int vm_pid, int on);
 
 /* Names of the HGCLOCK_ROLE_* values and HGCLOCK_CLK_* bits. */
 const char *hgclock_role_name(uint32_t role);
 /* Writes "flag,flag" names of @clock_flags into @buf; returns @buf. */
 char *hgclock_clock_flags_str(uint32_t clock_flags, char *buf, size_t len);
+
+/*
+ * The one parser of trace clock names, for every command's --clock and
+ * for the clock a trace.dat records: "local" (ftrace's default,
+ * sched_clock; alias "sched"), "perf" (local_clock) and "x86-tsc" (alias
+ * "tsc").  Sets *@clock to an HGSYNC_CLOCK_* (user/sync.h); 0 or -EINVAL.
+ */
+int hgclock_clock_parse(const char *name, uint32_t *clock);
+/* For messages: the names it accepts. */
+#define HGCLOCK_CLOCK_NAMES "local, perf or x86-tsc"
 
 /* ---- ring.c: the mapped rings ------------------------------------- */
 

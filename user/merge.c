@@ -12,14 +12,17 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <event-parse.h>
 #include <trace-cmd.h>
 
+#include "libhgclock.h"
 #include "merge.h"
 
 /*
@@ -32,6 +35,8 @@ void tracecmd_set_flag(struct tracecmd_input *handle, int flag);
 const char *tracecmd_get_trace_clock(struct tracecmd_input *handle);
 int tracecmd_cpus(struct tracecmd_input *handle);
 struct tep_record *tracecmd_read_cpu_last(struct tracecmd_input *handle, int cpu);
+unsigned long long tracecmd_get_cpu_file_size(struct tracecmd_input *handle, int cpu);
+int tracecmd_page_size(struct tracecmd_input *handle);
 #define HGM_TRACECMD_FL_RAW_TS	(1 << 3)
 
 struct hgm_stream {
@@ -54,28 +59,204 @@ static void set_err(char *err, size_t len, const char *fmt, ...)
 	va_end(ap);
 }
 
-int hgm_clock_of(const char *name, uint32_t *clock)
+/*
+ * libtracecmd reads a damaged trace.dat without a word: a bad page or
+ * compressed chunk ends that CPU's events there (a bit flip can drop
+ * half of them), a bad event header makes time run backwards or gives a
+ * nonsense size.  Each CPU is read through once before the merge, and
+ * checked: its events must be in time order, of sizes that fit a page,
+ * and reach the last event the file holds for that CPU (read directly
+ * from its last page), which must exist when the file has data for it.
+ * Events lost inside a page whose later events still parse cannot be
+ * told from events that were never there.  0, or -1 with @err.
+ */
+static int check_trace_data(struct hgm_input *in, char *err, size_t err_len)
 {
-	if (!strcmp(name, "local"))
-		*clock = HGSYNC_CLOCK_SCHED;
-	else if (!strcmp(name, "perf"))
-		*clock = HGSYNC_CLOCK_LOCAL;
-	else if (!strcmp(name, "x86-tsc"))
-		*clock = HGSYNC_CLOCK_TSC;
-	else
-		return -1;
+	int page = tracecmd_page_size(in->handle);
+
+	for (int cpu = 0; cpu < in->nr_cpus; cpu++) {
+		unsigned long long size = tracecmd_get_cpu_file_size(in->handle, cpu);
+		struct tep_record *last = tracecmd_read_cpu_last(in->handle, cpu), *rec;
+		unsigned long long last_off = 0, prev_off = 0, prev_ts = 0, n = 0;
+
+		if (last) {
+			last_off = last->offset;
+			tracecmd_free_record(last);
+		}
+		for (rec = tracecmd_read_cpu_first(in->handle, cpu); rec;
+		     rec = tracecmd_read_data(in->handle, cpu)) {
+			bool backwards = n && rec->ts < prev_ts;
+			bool bad_size = rec->record_size <= 0 || (page > 0 && rec->record_size > page);
+
+			prev_ts = rec->ts;
+			prev_off = rec->offset;
+			n++;
+			tracecmd_free_record(rec);
+			if (backwards || bad_size) {
+				set_err(err, err_len,
+					"%s: damaged trace data: CPU %d's event %llu (data offset %llu) %s",
+					in->path, cpu, n, prev_off,
+					backwards ? "goes back in time" : "has an impossible size");
+				return -1;
+			}
+		}
+		if (size && !last) {
+			set_err(err, err_len, "%s: damaged trace data: CPU %d has %llu bytes of "
+				"data but its last page cannot be read", in->path, cpu, size);
+			return -1;
+		}
+		if (last && (!n || prev_off != last_off)) {
+			set_err(err, err_len, "%s: damaged trace data: CPU %d's events stop after "
+				"%llu, at data offset %llu, before its last event at %llu "
+				"(libtracecmd drops the rest)", in->path, cpu, n, prev_off, last_off);
+			return -1;
+		}
+	}
 	return 0;
 }
 
-int hgm_add_input(struct hgm *m, const char *path, int guest, char *err, size_t err_len)
+/*
+ * The merge's workers (merge_par.c) each open every input: through a
+ * shared struct hgm_checked the check runs once per file (device, inode,
+ * size and modification time) per merge, the others wait for it and take
+ * its result.  Only passes are remembered: a damaged file fails every
+ * time.  (A file rewritten in place with the same size within one tick of
+ * the file system's clock would pass unread: not what a merge's inputs do
+ * while it runs.)  The record lives as long as the merge, not the process.
+ */
+struct hgm_checked_file {
+	dev_t dev;
+	ino_t ino;
+	off_t size;
+	struct timespec mtime;
+};
+
+struct hgm_checked {
+	pthread_mutex_t lock;		/* held during a check: the others wait */
+	struct hgm_checked_file *files;
+	size_t nr, cap;			/* at most 2 * HGM_MAX_INPUTS remembered */
+};
+
+struct hgm_checked *hgm_checked_new(void)
 {
-	struct hgm_input *in;
-	const char *clock;
+	struct hgm_checked *c = calloc(1, sizeof(*c));
+
+	if (c && pthread_mutex_init(&c->lock, NULL)) {
+		free(c);
+		return NULL;
+	}
+	return c;
+}
+
+void hgm_checked_free(struct hgm_checked *c)
+{
+	if (!c)
+		return;
+	pthread_mutex_destroy(&c->lock);
+	free(c->files);
+	free(c);
+}
+
+static bool checked_has(const struct hgm_checked *c, const struct stat *st)
+{
+	for (size_t i = 0; i < c->nr; i++) {
+		const struct hgm_checked_file *f = &c->files[i];
+
+		if (f->dev == st->st_dev && f->ino == st->st_ino && f->size == st->st_size &&
+		    f->mtime.tv_sec == st->st_mtim.tv_sec &&
+		    f->mtime.tv_nsec == st->st_mtim.tv_nsec)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Remembers a pass.  Out of memory, or beyond the limit, it is not
+ * remembered: the file is checked again, which costs time, not results.
+ */
+static void checked_add(struct hgm_checked *c, const struct stat *st)
+{
+	if (c->nr == c->cap) {
+		size_t cap = c->cap ? c->cap * 2 : 8;
+		struct hgm_checked_file *p;
+
+		if (cap > 2 * HGM_MAX_INPUTS)
+			cap = 2 * HGM_MAX_INPUTS;
+		if (cap <= c->nr || cap > SIZE_MAX / sizeof(*p))
+			return;
+		p = realloc(c->files, cap * sizeof(*p));
+		if (!p)
+			return;
+		c->files = p;
+		c->cap = cap;
+	}
+	c->files[c->nr++] = (struct hgm_checked_file){
+		.dev = st->st_dev, .ino = st->st_ino, .size = st->st_size, .mtime = st->st_mtim,
+	};
+}
+
+static int check_trace_data_once(struct hgm_checked *c, struct hgm_input *in, char *err,
+				 size_t err_len)
+{
+	struct stat st;
+	int ret;
+
+	if (!c || stat(in->path, &st))
+		return check_trace_data(in, err, err_len);
+	pthread_mutex_lock(&c->lock);
+	if (checked_has(c, &st)) {
+		pthread_mutex_unlock(&c->lock);
+		return 0;
+	}
+	ret = check_trace_data(in, err, err_len);
+	if (!ret)
+		checked_add(c, &st);
+	pthread_mutex_unlock(&c->lock);
+	return ret;
+}
+
+/*
+ * Room for one more input in m->in, which grows by doubling up to
+ * HGM_MAX_INPUTS.  The streams point into it: it must not move once
+ * hgm_start() made them, so no input is added after.  0, or an HGM_E_*
+ * with @err.
+ */
+static int input_room(struct hgm *m, const char *path, char *err, size_t err_len)
+{
+	struct hgm_input *p;
+	size_t cap;
 
 	if (m->nr_in >= HGM_MAX_INPUTS) {
 		set_err(err, err_len, "%s: too many inputs (at most %d)", path, HGM_MAX_INPUTS);
-		return -1;
+		return HGM_E_INPUT;
 	}
+	if (m->streams) {
+		set_err(err, err_len, "%s: inputs are added before the merge starts", path);
+		return HGM_E_INPUT;
+	}
+	if (m->nr_in < m->cap_in)
+		return 0;
+	cap = m->cap_in ? (size_t)m->cap_in * 2 : 4;
+	if (cap > HGM_MAX_INPUTS)
+		cap = HGM_MAX_INPUTS;
+	p = cap <= SIZE_MAX / sizeof(*p) ? realloc(m->in, cap * sizeof(*p)) : NULL;
+	if (!p) {
+		set_err(err, err_len, "%s: out of memory", path);
+		return HGM_E_SYSTEM;
+	}
+	m->in = p;
+	m->cap_in = (int)cap;
+	return 0;
+}
+
+static int add_input(struct hgm *m, const char *path, int guest, char *err, size_t err_len)
+{
+	struct hgm_input *in;
+	const char *clock;
+	int ret = input_room(m, path, err, err_len);
+
+	if (ret)
+		return ret;
 	if (access(path, R_OK)) {
 		set_err(err, err_len, "%s: %s", path, strerror(errno));
 		return -1;
@@ -103,7 +284,7 @@ int hgm_add_input(struct hgm *m, const char *path, int guest, char *err, size_t 
 	in->nr_cpus = tracecmd_cpus(in->handle);
 	clock = tracecmd_get_trace_clock(in->handle);
 	in->clock_name = clock ? clock : "local";
-	if (hgm_clock_of(in->clock_name, &in->clock)) {
+	if (hgclock_clock_parse(in->clock_name, &in->clock)) {
 		set_err(err, err_len,
 			"%s: recorded with the '%s' trace clock, which hgclock cannot map exactly "
 			"(it maps local, perf and x86-tsc: trace-cmd record -C local)", path,
@@ -116,8 +297,25 @@ int hgm_add_input(struct hgm *m, const char *path, int guest, char *err, size_t 
 		tracecmd_close(in->handle);
 		return -1;
 	}
+	if (check_trace_data_once(m->checked, in, err, err_len)) {
+		tracecmd_close(in->handle);
+		return -1;
+	}
 	m->nr_in++;
 	return 0;
+}
+
+int hgm_add_input(struct hgm *m, const char *path, int guest, char *err, size_t err_len)
+{
+	int ret = add_input(m, path, guest, err, err_len);
+
+	/* Nothing to hgm_close() while no input is open, as before the first. */
+	if (ret && !m->nr_in) {
+		free(m->in);
+		m->in = NULL;
+		m->cap_in = 0;
+	}
+	return ret;
 }
 
 /* ---- the heap ---- */
@@ -289,8 +487,7 @@ int hgm_start(struct hgm *m, const struct hgsync *sync, const struct hgm_options
 		} else {
 			const struct hgsync_guest *g;
 
-			if ((unsigned int)in->guest >= sync->nr_guests ||
-			    !sync->guests[in->guest].present) {
+			if (in->guest < 0 || !hgsync_guest_known(sync, (uint32_t)in->guest)) {
 				set_err(err, err_len, "%s: the correlation file has no guest %d",
 					in->path, in->guest);
 				return -1;
@@ -313,9 +510,12 @@ int hgm_start(struct hgm *m, const struct hgsync *sync, const struct hgm_options
 		}
 		for (int j = 0; j < i; j++)
 			if (in->guest == m->in[j].guest) {
-				set_err(err, err_len, "%s and %s: both are %s%.0d", m->in[j].path,
-					in->path, in->guest < 0 ? "the host" : "guest ",
-					in->guest < 0 ? 0 : in->guest);
+				if (in->guest < 0)
+					set_err(err, err_len, "%s and %s: both are the host's trace",
+						m->in[j].path, in->path);
+				else
+					set_err(err, err_len, "%s and %s: both are guest %d's trace",
+						m->in[j].path, in->path, in->guest);
 				return -1;
 			}
 		n += in->nr_cpus;
@@ -410,9 +610,11 @@ void hgm_close(struct hgm *m)
 		tracecmd_close(m->in[i].handle);
 	free(m->streams);
 	free(m->heap);
+	free(m->in);
 	m->streams = NULL;
 	m->heap = NULL;
-	m->nr_in = m->nr_streams = m->heap_len = 0;
+	m->in = NULL;
+	m->nr_in = m->cap_in = m->nr_streams = m->heap_len = 0;
 }
 
 void hgm_format_ts(char *buf, size_t len, uint32_t clock, uint64_t ts)

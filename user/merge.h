@@ -72,12 +72,23 @@ struct hgm_options {
 };
 
 struct hgm_stream;
+struct hgm_checked;
 
+/*
+ * Zeroed before the first hgm_add_input(); hgm_close() frees what it
+ * holds (a struct hgm whose inputs all failed to open holds nothing).
+ */
 struct hgm {
 	const struct hgsync *sync;
 	struct hgm_options opt;
-	struct hgm_input in[HGM_MAX_INPUTS];
-	int nr_in;
+	struct hgm_input *in;		/* grown by hgm_add_input(), at most HGM_MAX_INPUTS */
+	int nr_in, cap_in;
+	/*
+	 * The trace files already checked, shared by the hgm's of one merge
+	 * (merge_par.c's workers; set before the first hgm_add_input(), not
+	 * owned), or NULL: each input is then checked when it is added.
+	 */
+	struct hgm_checked *checked;
 	struct hgm_stream *streams;
 	int nr_streams;
 	struct hgm_stream **heap;
@@ -85,16 +96,26 @@ struct hgm {
 	uint64_t first_ts, last_ts;	/* host-clock span, for progress */
 	uint64_t nr_events;
 	uint64_t max_bound_ns;		/* over mapped guest events */
-	uint64_t by_method[4];
+	uint64_t by_method[5];	/* by HGCOR_METHOD_*, HGSYNC_METHOD_MARKER */
 	uint32_t host_clock;		/* the clock of the host input, or of the guests */
 	bool has_host;
 };
 
 /*
+ * A record of the trace files that passed the check of their data
+ * (merge.c), for hgm.checked: several hgm's opening the same files read
+ * each through once; the others wait for that check and take its
+ * result.  NULL when out of memory.  Free it after every hgm using it
+ * has added its inputs.
+ */
+struct hgm_checked *hgm_checked_new(void);
+void hgm_checked_free(struct hgm_checked *c);
+
+/*
  * Opens @path as the host's trace (@guest -1) or guest @guest's.  The
  * timestamps are read raw (a TimeShift that trace-cmd record -A stored
  * is ignored: the correlation replaces it).  0, or HGM_E_INPUT with a
- * message in @err (@err_len bytes).
+ * message in @err (@err_len bytes), HGM_E_SYSTEM when out of memory.
  */
 int hgm_add_input(struct hgm *m, const char *path, int guest, char *err, size_t err_len);
 
@@ -115,9 +136,6 @@ int hgm_run(struct hgm *m, int (*emit)(void *ctx, const struct hgm_event *ev), v
 unsigned int hgm_percent(uint64_t first_ts, uint64_t last_ts, uint64_t host_ts);
 
 void hgm_close(struct hgm *m);
-
-/* An ftrace clock name to HGSYNC_CLOCK_*: 0, or -1 if not mappable. */
-int hgm_clock_of(const char *name, uint32_t *clock);
 
 /* The host-clock value as text: "sec.nanoseconds", or a count for x86-tsc. */
 void hgm_format_ts(char *buf, size_t len, uint32_t clock, uint64_t ts);
@@ -173,6 +191,14 @@ struct hgm_input_spec {
 	int guest;		/* -1: the host */
 };
 
+/*
+ * One "--guest [ID=]FILE" argument of merge (and of record --merge-guest)
+ * into @in: ID, a decimal guest number below HGSYNC_MAX_GUESTS, else
+ * *@next_id; @in->path points into @spec.  *@next_id becomes the id + 1.
+ * A prefix that is not such a number is part of the file name.
+ */
+void hgm_guest_spec(const char *spec, int *next_id, struct hgm_input_spec *in);
+
 struct hgm_par {
 	const struct hgsync *sync;
 	struct hgm_options opt;
@@ -186,7 +212,7 @@ struct hgm_par {
 
 struct hgm_par_result {
 	uint64_t nr_events;
-	uint64_t by_method[4];
+	uint64_t by_method[5];	/* by HGCOR_METHOD_*, HGSYNC_METHOD_MARKER */
 	uint64_t max_bound_ns;
 	struct {
 		int guest;

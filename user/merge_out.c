@@ -163,12 +163,15 @@ int hgm_text_format(struct hgm_text *t, const struct hgm_event *ev)
 			err |= put_str(t, "  {UNMAPPED: guest time ", 0, true) | put_str(t, ts, 0, true) |
 			       put_str(t, "}", 0, true);
 		} else {
-			err |= put_str(t, "  {tid ", 0, true) | put_int(t, ev->host_tid, 0, false) |
-			       put_str(t, ", +-", 0, true) |
-			       put_int(t, (long long)(ev->bound_ns > INT64_MAX ? INT64_MAX : ev->bound_ns),
-				       0, false) |
-			       put_str(t, " ns, ", 0, true) |
-			       put_str(t, hgsync_method_name(ev->method), 0, true);
+			err |= put_str(t, "  {tid ", 0, true) | put_int(t, ev->host_tid, 0, false);
+			if (ev->bound_ns == HGSYNC_NO_BOUND)
+				err |= put_str(t, ", unbounded, ", 0, true);
+			else
+				err |= put_str(t, ", +-", 0, true) |
+				       put_int(t, (long long)(ev->bound_ns > INT64_MAX ? INT64_MAX :
+							      ev->bound_ns), 0, false) |
+				       put_str(t, " ns, ", 0, true);
+			err |= put_str(t, hgsync_method_name(ev->method), 0, true);
 			if (ev->flags & HGM_EV_NO_HOST_CPU)
 				err |= put_str(t, ", NO-HOST-CPU", 0, true);
 			if (ev->flags & HGM_EV_NOT_RUNNING)
@@ -324,7 +327,10 @@ int hgm_json_write_event(struct json_writer *w, struct trace_seq *seq, const str
 			json_string(w, "mapping", "none");
 		} else {
 			json_string(w, "mapping", hgsync_method_name(ev->method));
-			json_u64(w, "bound_ns", ev->bound_ns);
+			if (ev->bound_ns == HGSYNC_NO_BOUND)
+				json_null(w, "bound_ns");
+			else
+				json_u64(w, "bound_ns", ev->bound_ns);
 		}
 		if (ev->flags & (HGM_EV_NO_HOST_CPU | HGM_EV_NOT_RUNNING | HGM_EV_CPU_UNSURE)) {
 			char f[64];
@@ -349,9 +355,14 @@ static void json_vcpu_runs(struct hgm_json *j, const struct hgm_input *in,
 			   const struct hgsync_vcpu *v)
 {
 	const struct hgm *m = j->m;
+	/* Named by guest CPU, as the guest's events are (sync.rst, "vCPU identity"). */
+	int cpu = hgsync_vcpu_guest_cpu(m->sync, (uint32_t)in->guest, v->vcpu_id);
 	char name[64];
 
-	snprintf(name, sizeof(name), "g%d vCPU %d", in->guest, v->vcpu_id);
+	if (cpu < 0)
+		snprintf(name, sizeof(name), "g%d vcpu_id %d", in->guest, v->vcpu_id);
+	else
+		snprintf(name, sizeof(name), "g%d vCPU %d", in->guest, cpu);
 	for (size_t i = 0; i < v->nr_where; i++) {
 		const struct hgsync_where *a = &v->where[i];
 		uint64_t t0, t1, end_tsc;
@@ -383,7 +394,8 @@ static void json_vcpu_runs(struct hgm_json *j, const struct hgm_input *in,
 		json_fixed3(&j->w, "dur", t1 - t0);
 		json_begin_object(&j->w, "args");
 		json_i64(&j->w, "guest", in->guest);
-		json_i64(&j->w, "vcpu", v->vcpu_id);
+		json_i64(&j->w, "vcpu", cpu);
+		json_i64(&j->w, "vcpu_id", v->vcpu_id);
 		json_i64(&j->w, "host_tid", v->tid);
 		json_end_object(&j->w);
 		json_end_object(&j->w);
@@ -400,7 +412,9 @@ int hgm_json_end(struct hgm_json *j)
 		for (int i = 0; i < m->nr_in; i++) {
 			const struct hgm_input *in = &m->in[i];
 
-			if (in->guest < 0 || s->guests[in->guest].vm.vm_pid <= 0)
+			/* hgm_start() refused guests the file lacks: checked again here. */
+			if (in->guest < 0 || (unsigned int)in->guest >= s->nr_guests ||
+			    s->guests[in->guest].vm.vm_pid <= 0)
 				continue;
 			for (size_t k = 0; k < s->nr_vcpus; k++)
 				if (s->vcpus[k].vm_pid == s->guests[in->guest].vm.vm_pid &&

@@ -287,18 +287,21 @@ int hgm_par_run(const struct hgm_par *par, struct hgm_par_result *res, char *err
 	int nt = par->nr_threads, n = 0, ret = HGM_E_SYSTEM, started = 0;
 	struct worker *ws = calloc((size_t)nt, sizeof(*ws));
 	struct worker **heap = calloc((size_t)nt, sizeof(*heap));
+	/* Every worker opens every input: each file's data is checked once. */
+	struct hgm_checked *checked = hgm_checked_new();
 	struct hgm_json json;
 	bool json_open = false;
 	uint64_t nr = 0, first_ts = UINT64_MAX, last_ts = 0;
 
 	memset(res, 0, sizeof(*res));
-	if (!ws || !heap) {
+	if (!ws || !heap || !checked) {
 		snprintf(err, err_len, "out of memory");
 		goto out;
 	}
 	for (int i = 0; i < nt; i++) {
 		ws[i].par = par;
 		ws[i].shard = i;
+		ws[i].m.checked = checked;
 		pthread_mutex_init(&ws[i].lock, NULL);
 		pthread_cond_init(&ws[i].cond, NULL);
 		if (pthread_create(&ws[i].thread, NULL, worker_main, &ws[i])) {
@@ -394,7 +397,7 @@ join:
 		struct hgm *m = &ws[i].m;
 
 		res->nr_events += m->nr_events;
-		for (int k = 0; k < 4; k++)
+		for (size_t k = 0; k < sizeof(res->by_method) / sizeof(res->by_method[0]); k++)
 			res->by_method[k] += m->by_method[k];
 		if (m->max_bound_ns > res->max_bound_ns)
 			res->max_bound_ns = m->max_bound_ns;
@@ -419,5 +422,6 @@ join:
 out:
 	free(ws);
 	free(heap);
+	hgm_checked_free(checked);
 	return ret;
 }

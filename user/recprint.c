@@ -76,7 +76,8 @@ void hg_print_record(const struct hgclock_rec_header *h, bool json, const char *
 	}
 	case HGCLOCK_REC_VCPU_RUN:
 	case HGCLOCK_REC_VCPU_STOP:
-	case HGCLOCK_REC_VCPU_EXIT: {
+	case HGCLOCK_REC_VCPU_EXIT:
+	case HGCLOCK_REC_UNTRACKED: {
 		const struct hgclock_rec_vcpu *r = (const void *)h;
 
 		F("tid", "%d", r->tid);
@@ -140,6 +141,15 @@ void hg_print_record(const struct hgclock_rec_header *h, bool json, const char *
 		F("tsc_to_system_mul", "%u", r->tsc_to_system_mul);
 		F("tsc_shift", "%d", r->tsc_shift);
 		F("pvclock_flags", "%u", r->flags);
+		break;
+	}
+	case HGCLOCK_REC_EXIT_SUPPRESSED: {
+		const struct hgclock_rec_exit_suppressed *r = (const void *)h;
+
+		F("tid", "%d", r->tid);
+		F("vm_pid", "%d", r->vm_pid);
+		F("vcpu_id", "%d", r->vcpu_id);
+		F("nr_suppressed", "%" PRIu64, (uint64_t)r->nr_suppressed);
 		break;
 	}
 	default:

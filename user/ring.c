@@ -200,6 +200,10 @@ const char *hgclock_rec_name(unsigned int type)
 		return "exit_host";
 	case HGCLOCK_REC_PVCLOCK:
 		return "pvclock";
+	case HGCLOCK_REC_UNTRACKED:
+		return "untracked";
+	case HGCLOCK_REC_EXIT_SUPPRESSED:
+		return "exit_suppressed";
 	default:
 		return "unknown";
 	}
@@ -221,7 +225,10 @@ size_t hgclock_rec_min_size(unsigned int type)
 	case HGCLOCK_REC_VCPU_RUN:
 	case HGCLOCK_REC_VCPU_STOP:
 	case HGCLOCK_REC_VCPU_EXIT:
+	case HGCLOCK_REC_UNTRACKED:
 		return sizeof(struct hgclock_rec_vcpu);
+	case HGCLOCK_REC_EXIT_SUPPRESSED:
+		return sizeof(struct hgclock_rec_exit_suppressed);
 	case HGCLOCK_REC_VCPU_MIGRATE:
 		return sizeof(struct hgclock_rec_vcpu_migrate);
 	case HGCLOCK_REC_TSC_OFFSET:
@@ -248,6 +255,8 @@ const char *hgclock_snap_reason_name(unsigned int reason)
 		return "changed";
 	case HGCLOCK_SNAP_START:
 		return "start";
+	case HGCLOCK_SNAP_RESUME:
+		return "resume";
 	default:
 		return "unknown";
 	}

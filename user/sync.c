@@ -12,10 +12,16 @@
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
 
+#include "bsearch.h"
+#include "corr_check.h"
 #include "libhgclock.h"
+#include "markpair.h"
 #include "sync.h"
 
 typedef unsigned __int128 u128;
@@ -30,6 +36,8 @@ static int grow(void **v, size_t *cap, size_t n, size_t size)
 
 	if (n < *cap)
 		return 0;
+	if (*cap > SIZE_MAX / 2 / size)
+		return -ENOMEM;
 	ncap = *cap ? *cap * 2 : 16;
 	p = realloc(*v, ncap * size);
 	if (!p)
@@ -77,7 +85,12 @@ uint64_t hgsync_conv_invert(const struct hgclock_conversion *conv, uint64_t ns)
 	s128 d, t0;
 	uint64_t lo, hi, w;
 
-	if (!conv->mult)
+	/*
+	 * corr_check.c refuses other shifts when a file is read; with these
+	 * limits no product below overflows 128 bits.
+	 */
+	if (!conv->mult || conv->shift > HGCOR_MAX_CONV_SHIFT ||
+	    conv->pre_shift < HGCOR_MIN_PRE_SHIFT || conv->pre_shift > HGCOR_MAX_PRE_SHIFT)
 		return conv->tsc_base;
 	/* The pre-shifted delta, then the TSC delta: close, not exact. */
 	d = (y * ((s128)1 << conv->shift)) / conv->mult;
@@ -272,8 +285,11 @@ int hgsync_fit(struct hgsync_obs *obs, size_t n, struct hgcor_segment *seg)
 				high = h;
 		}
 		if (low <= high) {
-			seg->ref_host += (uint64_t)(low + (high - low) / 2);
-			seg->bound_ns = (uint64_t)(high - low) / 2 + 2;
+			/* The width in unsigned arithmetic: it can pass INT64_MAX. */
+			uint64_t width = (uint64_t)high - (uint64_t)low;
+
+			seg->ref_host += (uint64_t)low + width / 2;
+			seg->bound_ns = width / 2 + 2;
 			seg->nr_samples = (uint32_t)n;
 		}
 	}
@@ -289,6 +305,8 @@ const char *hgsync_method_name(uint32_t method)
 		return "probe";
 	case HGCOR_METHOD_EXIT:
 		return "exit";
+	case HGSYNC_METHOD_MARKER:
+		return "marker";
 	default:
 		return "none";
 	}
@@ -304,6 +322,8 @@ int hgsync_method_parse(const char *name)
 		return HGCOR_METHOD_PROBE;
 	if (!strcmp(name, "exit"))
 		return HGCOR_METHOD_EXIT;
+	if (!strcmp(name, "marker"))
+		return HGSYNC_METHOD_MARKER;
 	return -1;
 }
 
@@ -326,7 +346,7 @@ const char *hgsync_clock_name(uint32_t clock)
 static struct hgsync_convs *convs_for(struct hgsync_convs **arr, unsigned int *nr,
 				      unsigned int cpu)
 {
-	if (cpu >= 65536)
+	if (cpu >= HGCOR_MAX_CPUS)	/* corr_check.c refused it already */
 		return NULL;
 	if (cpu >= *nr) {
 		struct hgsync_convs *p = realloc(*arr, (cpu + 1) * sizeof(*p));
@@ -340,16 +360,74 @@ static struct hgsync_convs *convs_for(struct hgsync_convs **arr, unsigned int *n
 	return &(*arr)[cpu];
 }
 
+/*
+ * The vCPUs are found by a hash of (vm_pid, vcpu_id): open addressing,
+ * linear probing, at most half full, each slot the index + 1 of a vCPU
+ * in s->vcpus (0: empty).  The hash is seeded per load, so that a file
+ * cannot choose keys that collide: a lookup costs O(1) expected, per
+ * record while loading and per event while merging.
+ */
+static uint64_t vcpu_hash(const struct hgsync *s, int32_t vm_pid, int32_t vcpu_id)
+{
+	uint64_t x = ((uint64_t)(uint32_t)vm_pid << 32 | (uint32_t)vcpu_id) ^ s->vcpu_seed;
+
+	/* splitmix64's finalizer: every key bit moves every hash bit. */
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
+/* The slot holding (vm_pid, vcpu_id), or the empty slot where it goes. */
+static size_t vcpu_slot(const struct hgsync *s, int32_t vm_pid, int32_t vcpu_id)
+{
+	size_t mask = s->nr_vcpu_slots - 1, i = vcpu_hash(s, vm_pid, vcpu_id) & mask;
+
+	for (;; i = (i + 1) & mask) {
+		uint32_t k = s->vcpu_slots[i];
+
+		if (!k || (s->vcpus[k - 1].vm_pid == vm_pid && s->vcpus[k - 1].vcpu_id == vcpu_id))
+			return i;
+	}
+}
+
+/* Doubles the table (or makes the first one) and re-inserts every vCPU. */
+static int vcpu_rehash(struct hgsync *s)
+{
+	size_t n = s->nr_vcpu_slots ? s->nr_vcpu_slots * 2 : 64;
+	uint32_t *slots = calloc(n, sizeof(*slots));
+
+	if (!slots || s->nr_vcpus >= UINT32_MAX) {
+		free(slots);
+		return -ENOMEM;
+	}
+	if (!s->vcpu_slots) {
+		uint64_t seed = 0;
+
+		if (getrandom(&seed, sizeof(seed), GRND_NONBLOCK) != sizeof(seed))
+			seed = (uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)s;
+		s->vcpu_seed = seed;
+	}
+	free(s->vcpu_slots);
+	s->vcpu_slots = slots;
+	s->nr_vcpu_slots = n;
+	for (size_t i = 0; i < s->nr_vcpus; i++)
+		slots[vcpu_slot(s, s->vcpus[i].vm_pid, s->vcpus[i].vcpu_id)] = (uint32_t)i + 1;
+	return 0;
+}
+
 static struct hgsync_vcpu *vcpu_for(struct hgsync *s, int32_t vm_pid, int32_t vcpu_id)
 {
 	struct hgsync_vcpu v = { .vm_pid = vm_pid, .vcpu_id = vcpu_id, .tid = -1 };
 	size_t i;
 
-	for (i = 0; i < s->nr_vcpus; i++)
-		if (s->vcpus[i].vm_pid == vm_pid && s->vcpus[i].vcpu_id == vcpu_id)
-			return &s->vcpus[i];
+	if ((s->nr_vcpus + 1) * 2 > s->nr_vcpu_slots && vcpu_rehash(s))
+		return NULL;
+	i = vcpu_slot(s, vm_pid, vcpu_id);
+	if (s->vcpu_slots[i])
+		return &s->vcpus[s->vcpu_slots[i] - 1];
 	if (PUSH(s->vcpus, s->nr_vcpus, s->cap_vcpus, v))
 		return NULL;
+	s->vcpu_slots[i] = (uint32_t)s->nr_vcpus;
 	return &s->vcpus[s->nr_vcpus - 1];
 }
 
@@ -485,10 +563,34 @@ static int guest_rec(const void *rec, size_t size, void *ctx)
 	return 0;
 }
 
-static struct hgsync_guest *guest_for(struct hgsync *s, uint32_t id)
+/*
+ * Guest @id of @s, made (with every id below it) when the file first names
+ * it: s->guests grows by doubling, to at most HGSYNC_MAX_GUESTS entries.
+ * It moves when it grows, so a pointer into it holds only until the next
+ * call.  0 with *@gp, HGCOR_E_CONTENT (an id beyond the limit) or -ENOMEM.
+ */
+static int guest_for(struct hgsync *s, uint32_t id, struct hgsync_guest **gp)
 {
+	*gp = NULL;
 	if (id >= HGSYNC_MAX_GUESTS)
-		return NULL;
+		return HGCOR_E_CONTENT;
+	if (id >= s->cap_guests) {
+		size_t cap = s->cap_guests ? s->cap_guests : 4;
+		struct hgsync_guest *p;
+
+		while (cap <= id)
+			cap *= 2;
+		if (cap > HGSYNC_MAX_GUESTS)
+			cap = HGSYNC_MAX_GUESTS;
+		if (cap > SIZE_MAX / sizeof(*p))
+			return -ENOMEM;
+		p = realloc(s->guests, cap * sizeof(*p));
+		if (!p)
+			return -ENOMEM;
+		memset(p + s->cap_guests, 0, (cap - s->cap_guests) * sizeof(*p));
+		s->guests = p;
+		s->cap_guests = (unsigned int)cap;
+	}
 	if (id >= s->nr_guests) {
 		for (uint32_t i = s->nr_guests; i <= id; i++) {
 			s->guests[i].id = i;
@@ -496,7 +598,8 @@ static struct hgsync_guest *guest_for(struct hgsync *s, uint32_t id)
 		}
 		s->nr_guests = id + 1;
 	}
-	return &s->guests[id];
+	*gp = &s->guests[id];
+	return 0;
 }
 
 static int cmp_offset(const void *a, const void *b)
@@ -530,6 +633,11 @@ static int cmp_hpair(const void *a, const void *b)
 	return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
+static bool hpair_below(const void *elem, const void *key)
+{
+	return cmp_hpair(elem, key) < 0;
+}
+
 static int cmp_seg(const void *a, const void *b)
 {
 	const struct hgcor_segment *x = a, *y = b;
@@ -543,90 +651,272 @@ static int cmp_seg(const void *a, const void *b)
 	return x->guest_start < y->guest_start ? -1 : x->guest_start > y->guest_start;
 }
 
-static const struct hgcor_segment *find_seg(const struct hgsync_guest *g, uint32_t method,
-					    uint32_t clock, int vcpu, uint64_t guest_value);
+static const struct hgcor_segment *find_seg_at(const struct hgsync_guest *g, uint32_t method,
+					       uint32_t clock, int vcpu, uint64_t guest_value,
+					       uint64_t host_tsc);
+static struct hgsync_obs xpair_obs(const struct hgsync *s, const struct hgsync_guest *g,
+				   const struct hgsync_xpair *x, uint32_t clock);
+static struct hgsync_obs mpair_obs(const struct hgsync *s, const struct hgsync_guest *g,
+				   const struct hgsync_mpair *m);
 
-/* Widens the span of the @method segment covering @x by @x. */
-static void span_add(struct hgsync_guest *g, uint32_t method, uint32_t clock, int cpu,
-		     uint64_t x)
+/* Sample order: group (clock, vCPU, method, epoch), then guest value. */
+static int cmp_sample(const void *a, const void *b)
 {
-	const struct hgcor_segment *seg = find_seg(g, method, clock, cpu, x);
-	size_t j;
+	const struct hgsync_sample *x = a, *y = b;
+
+	if (x->clock != y->clock)
+		return x->clock < y->clock ? -1 : 1;
+	if (x->vcpu != y->vcpu)
+		return x->vcpu < y->vcpu ? -1 : 1;
+	if (x->method != y->method)
+		return x->method < y->method ? -1 : 1;
+	if (x->epoch != y->epoch)
+		return x->epoch < y->epoch ? -1 : 1;
+	return x->x < y->x ? -1 : x->x > y->x;
+}
+
+/* Adds @o (taken at host TSC @host_tsc) to the group of its segment, if it has one. */
+static void sample_add(struct hgsync_guest *g, uint32_t method, uint32_t clock, int cpu,
+		       const struct hgsync_obs *o, uint64_t host_tsc)
+{
+	const struct hgcor_segment *seg = find_seg_at(g, method, clock, cpu, o->x, host_tsc);
 
 	if (!seg)
 		return;
-	j = (size_t)(seg - g->segs);
-	if (x < g->seg_probe_lo[j])
-		g->seg_probe_lo[j] = x;
-	if (x > g->seg_probe_hi[j])
-		g->seg_probe_hi[j] = x;
+	g->samples[g->nr_samples++] = (struct hgsync_sample){
+		.clock = clock, .vcpu = cpu, .method = method, .seg = (uint32_t)(seg - g->segs),
+		.epoch = seg->host_tsc_start, .x = o->x, .lo = o->lo, .hi = o->hi,
+	};
 }
 
 /*
- * For each PROBE (EXIT) segment, the span of guest values its probes
- * (pairings) cover: a fit holds its bound only there
- * (probe_extrapolation()).  Each sample is looked up with the index just
- * built.
+ * Every probe and exit pairing as a sample of its segment's group, on
+ * both clocks, sorted (cmp_sample()): to_host_probe() bounds a value by
+ * the samples on either side of it (between_bound()).  The observations
+ * are the ones the fit used (probe_epochs()), and each joins the segment
+ * of its own epoch: the one covering its guest value whose host TSC span
+ * holds the sample's host TSC (a later epoch can repeat guest values).
  */
-static int probe_spans(struct hgsync_guest *g)
+static int index_samples(const struct hgsync *s, struct hgsync_guest *g)
 {
-	size_t n = g->nr_segs ? g->nr_segs : 1;
-	uint64_t *lo = realloc(g->seg_probe_lo, n * sizeof(*lo));
-	uint64_t *hi;
+	size_t n = 2 * (g->nr_probes + g->nr_xpairs) + g->nr_mpairs;
+	struct hgsync_sample *p = realloc(g->samples, (n ? n : 1) * sizeof(*p));
 
-	if (lo)
-		g->seg_probe_lo = lo;
-	hi = lo ? realloc(g->seg_probe_hi, n * sizeof(*hi)) : NULL;
-	if (!lo || !hi)
+	if (!p)
 		return -ENOMEM;
-	g->seg_probe_hi = hi;
-	for (size_t i = 0; i < g->nr_segs; i++) {
-		lo[i] = UINT64_MAX;
-		hi[i] = 0;
-	}
+	g->samples = p;
+	g->nr_samples = 0;
+	if (g->nr_segs > UINT32_MAX)	/* sample.seg holds an index */
+		return -ENOMEM;
 	for (size_t i = 0; i < g->nr_probes; i++) {
-		const struct hgcor_probe *p = &g->probes[i];
+		const struct hgcor_probe *pr = &g->probes[i];
+		const struct hgsync_obs tsc = { pr->guest_tsc, pr->host_tsc_send,
+						pr->host_tsc_recv };
+		const struct hgsync_obs ns = { pr->guest_sched_ns, pr->host_ns_send,
+					       pr->host_ns_recv };
 
-		span_add(g, HGCOR_METHOD_PROBE, HGCOR_CLOCK_TSC, p->guest_cpu, p->guest_tsc);
-		span_add(g, HGCOR_METHOD_PROBE, HGCOR_CLOCK_SCHED, p->guest_cpu, p->guest_sched_ns);
+		sample_add(g, HGCOR_METHOD_PROBE, HGCOR_CLOCK_TSC, pr->guest_cpu, &tsc,
+			   pr->host_tsc_send);
+		sample_add(g, HGCOR_METHOD_PROBE, HGCOR_CLOCK_SCHED, pr->guest_cpu, &ns,
+			   pr->host_tsc_send);
 	}
 	for (size_t i = 0; i < g->nr_xpairs; i++) {
 		const struct hgsync_xpair *x = &g->xpairs[i];
+		const struct hgsync_obs tsc = xpair_obs(s, g, x, HGCOR_CLOCK_TSC);
+		const struct hgsync_obs ns = xpair_obs(s, g, x, HGCOR_CLOCK_SCHED);
 
-		span_add(g, HGCOR_METHOD_EXIT, HGCOR_CLOCK_TSC, (int)x->guest_cpu,
-			 x->guest_tsc_before);
-		span_add(g, HGCOR_METHOD_EXIT, HGCOR_CLOCK_SCHED, (int)x->guest_cpu,
-			 x->guest_ns_before);
+		sample_add(g, HGCOR_METHOD_EXIT, HGCOR_CLOCK_TSC, (int)x->guest_cpu, &tsc,
+			   x->host_tsc);
+		sample_add(g, HGCOR_METHOD_EXIT, HGCOR_CLOCK_SCHED, (int)x->guest_cpu, &ns,
+			   x->host_tsc);
 	}
+	for (size_t i = 0; i < g->nr_mpairs; i++) {
+		const struct hgsync_mpair *m = &g->mpairs[i];
+		const struct hgsync_obs o = mpair_obs(s, g, m);
+
+		sample_add(g, HGSYNC_METHOD_MARKER, g->marker_clock, m->guest_cpu, &o, m->host_tsc);
+	}
+	if (g->nr_samples)
+		qsort(g->samples, g->nr_samples, sizeof(*g->samples), cmp_sample);
 	return 0;
 }
 
-/*
- * Outside its probes' span a fit's line can pivot: if it holds within
- * +-bound at both ends of the span, its slope is off by at most
- * 2 * bound / span, so at a distance d beyond either end the bound grows
- * by 2 * bound * d / span.  0 inside the span.
- */
-static uint64_t probe_extrapolation(const struct hgsync_guest *g, const struct hgcor_segment *seg,
-				    uint64_t guest_value)
-{
-	size_t j = (size_t)(seg - g->segs);
-	uint64_t lo, hi, d;
-	u128 extra;
+/* A sample group and a guest value in it, for hg_partition(). */
+struct sample_key {
+	uint32_t clock;
+	int32_t vcpu;
+	uint32_t method;
+	uint64_t epoch;
+	uint64_t x;
+};
 
-	if (!g->indexed || !g->seg_probe_lo || j >= g->nr_segs)
-		return 0;
-	lo = g->seg_probe_lo[j];
-	hi = g->seg_probe_hi[j];
-	if (lo > hi)
-		return HGSYNC_NO_BOUND;		/* no probe of its own: no bound */
-	if (guest_value >= lo && guest_value <= hi)
-		return 0;
-	d = guest_value < lo ? lo - guest_value : guest_value - hi;
-	if (hi == lo)
+static bool sample_same_group(const struct hgsync_sample *a, const struct sample_key *k)
+{
+	return a->clock == k->clock && a->vcpu == k->vcpu && a->method == k->method &&
+	       a->epoch == k->epoch;
+}
+
+/* Ordered (cmp_sample()) at or before the key. */
+static bool sample_at_or_before(const void *elem, const void *key)
+{
+	const struct hgsync_sample *a = elem;
+	const struct sample_key *k = key;
+
+	if (a->clock != k->clock)
+		return a->clock < k->clock;
+	if (a->vcpu != k->vcpu)
+		return a->vcpu < k->vcpu;
+	if (a->method != k->method)
+		return a->method < k->method;
+	if (a->epoch != k->epoch)
+		return a->epoch < k->epoch;
+	return a->x <= k->x;
+}
+
+/*
+ * How far the true rate of @g's @clock relation (host units per guest
+ * unit) may be from 1 over @d guest units, rounded up: HGSYNC_RATE_TOL_PPM,
+ * plus, for TSC counts, how far the host's TSC kHz is from the guest's
+ * (scaling: the nominal rate is their ratio; the samples' brackets
+ * assume 1).
+ */
+static s128 rate_slack(const struct hgsync *s, const struct hgsync_guest *g, uint32_t clock,
+		       uint64_t d)
+{
+	u128 slack = ((u128)d * HGSYNC_RATE_TOL_PPM + 999999) / 1000000;
+	uint64_t hk = s->host_info.tsc_khz, gk = g->info.tsc_khz;
+
+	if (clock == HGCOR_CLOCK_TSC && hk && gk && hk != gk)
+		slack += ((u128)d * (hk > gk ? hk - gk : gk - hk) + gk - 1) / gk;
+	return (s128)slack;
+}
+
+#define NEAR_SAMPLES	4
+
+/*
+ * The largest jump between two neighbouring samples of group @k among
+ * the NEAR_SAMPLES on either side of index @at, both of one piece: by how
+ * much at least the relation must have moved between them (0 when a line
+ * at a rate within rate_slack() of 1 passes through both brackets).  Two
+ * samples the break test put in different pieces have one step between
+ * them, which the hull of between_bound() covers already.
+ */
+static s128 local_jumps(const struct hgsync *s, const struct hgsync_guest *g,
+			const struct sample_key *k, size_t at)
+{
+	size_t m = at > NEAR_SAMPLES ? at - NEAR_SAMPLES : 0;
+	s128 top = 0;
+
+	for (; m + 1 < g->nr_samples && m + 1 < at + NEAR_SAMPLES; m++) {
+		const struct hgsync_sample *c = &g->samples[m], *n = &g->samples[m + 1];
+		s128 dx, sl, up, down;
+
+		/* Within one piece: a step the break test found is one, not wander. */
+		if (!sample_same_group(c, k) || !sample_same_group(n, k) || c->seg != n->seg)
+			continue;
+		dx = (s128)(n->x - c->x);
+		sl = rate_slack(s, g, k->clock, (uint64_t)dx);
+		up = (s128)n->lo - ((s128)c->hi + dx + sl);	/* n above c's reach */
+		down = ((s128)c->lo + dx - sl) - (s128)n->hi;	/* n below it */
+		if (up > top)
+			top = up;
+		if (down > top)
+			top = down;
+	}
+	return top;
+}
+
+/*
+ * The value at guest value @x of segment @seg and its error bound, in
+ * the clock's units: *@est comes in as the fit's value and is kept when
+ * the samples of @seg's group on either side of @x allow it; the bound
+ * comes from those samples, not from the fit (Documentation/sync.rst,
+ * "Between samples: steps").  The assumptions:
+ *
+ * 1. at each sample the host value lay in its bracket [lo, hi] (a probe's
+ *    round trip, a pairing's exit: causality only);
+ * 2. the relation is linear between steps, at a rate within rate_slack()
+ *    of 1: both clocks count the same oscillator (or two whose kHz the
+ *    files give), and steps come only where something writes a clock
+ *    (KVM a TSC offset or kvm-clock parameters, the guest its clock);
+ * 3. between two neighbouring samples there is at most one step, or, if
+ *    there are more, the relation strays between them no further beyond
+ *    the two samples' reach than the largest jump seen between
+ *    neighbouring samples of the piece nearby (local_jumps()).
+ *
+ * Then at @x the truth is on the relation of the sample before (a) or on
+ * that of the one after (b): in [lo_a, hi_a] + d_a +- slack(d_a), or in
+ * [lo_b, hi_b] - d_b +- slack(d_b), d the distances to @x.  Which one,
+ * and whether there was a step at all, the samples cannot always tell (a
+ * step smaller than the brackets is invisible), so the bound reaches the
+ * far end of both ranges, widened by the nearby jumps: where a and b
+ * agree and nothing jumped nearby, about a bracket plus the drift over
+ * the distance; across a step (a gap between two pieces, where the break
+ * test found one), the whole step plus both brackets.  A fit's value
+ * outside those ranges (a line drawn through a staircase of steps too
+ * small to break it) is replaced by the middle of their hull.  A sample
+ * exactly at @x bounds it alone.  Before the group's first sample and
+ * after its last there is one side only: a step there is unbounded, and
+ * so is the value (HGSYNC_NO_BOUND).
+ *
+ * A fit's own bound (hgsync_fit()) assumes one line through all its
+ * samples: it does not hold across a step it could not see, which is
+ * why it is not used here.
+ */
+static uint64_t between_bound(const struct hgsync *s, const struct hgsync_guest *g,
+			      const struct hgcor_segment *seg, uint64_t x, uint64_t *est)
+{
+	const struct sample_key k = { seg->clock, seg->vcpu_id, seg->method,
+				      seg->host_tsc_start, x };
+	const struct hgsync_sample *a, *b;
+	s128 lo = 0, hi = -1, e = (s128)*est, bound, pad;
+	const size_t at = hg_partition(g->samples, g->nr_samples, sizeof(*g->samples),
+				       sample_at_or_before, &k);
+	size_t i = at;
+
+	if (!i || !sample_same_group(&g->samples[i - 1], &k))
+		return HGSYNC_NO_BOUND;			/* before the first sample */
+	a = &g->samples[i - 1];
+	if (a->x == x) {
+		/* At samples: the tightest of their own brackets. */
+		for (; i > 0 && sample_same_group(&g->samples[i - 1], &k) &&
+		       g->samples[i - 1].x == x; i--) {
+			const struct hgsync_sample *c = &g->samples[i - 1];
+
+			if (hi < lo || (s128)c->hi - (s128)c->lo < hi - lo) {
+				lo = (s128)c->lo;
+				hi = (s128)c->hi;
+			}
+		}
+	} else {
+		s128 da, db, sa, sb;
+
+		if (i >= g->nr_samples || !sample_same_group(&g->samples[i], &k))
+			return HGSYNC_NO_BOUND;		/* after the last sample */
+		b = &g->samples[i];
+		da = (s128)(x - a->x);
+		db = (s128)(b->x - x);
+		sa = rate_slack(s, g, seg->clock, (uint64_t)da);
+		sb = rate_slack(s, g, seg->clock, (uint64_t)db);
+		lo = (s128)a->lo + da - sa;
+		hi = (s128)a->hi + da + sa;
+		if ((s128)b->lo - db - sb < lo)
+			lo = (s128)b->lo - db - sb;
+		if ((s128)b->hi - db + sb > hi)
+			hi = (s128)b->hi - db + sb;
+		pad = local_jumps(s, g, &k, at);
+		lo -= pad;
+		hi += pad;
+	}
+	if (e < lo || e > hi) {
+		e = lo + (hi - lo) / 2;
+		*est = (uint64_t)e;
+	}
+	/* One more for the fit's floor (hgsync_probe_apply()). */
+	bound = (e - lo > hi - e ? e - lo : hi - e) + 1;
+	if (bound < 0 || bound >= (s128)HGSYNC_NO_BOUND)
 		return HGSYNC_NO_BOUND;
-	extra = (u128)2 * seg->bound_ns * d / (hi - lo) + 1;
-	return extra >= HGSYNC_NO_BOUND ? HGSYNC_NO_BOUND : (uint64_t)extra;
+	return (uint64_t)bound;
 }
 
 /*
@@ -635,9 +925,9 @@ static uint64_t probe_extrapolation(const struct hgsync_guest *g, const struct h
  * the segments of i's group up to i, so that a lookup walks back from
  * the last segment starting at or before a value only while an earlier
  * one can still cover it.  Segments change only through guest_build()
- * and hgsync_load(), which both end here.
+ * and hgsync_load(), which both end here.  Then the samples, by segment.
  */
-static int index_segs(struct hgsync_guest *g)
+static int index_segs(const struct hgsync *s, struct hgsync_guest *g)
 {
 	uint64_t *maxend;
 
@@ -655,33 +945,220 @@ static int index_segs(struct hgsync_guest *g)
 		maxend[i] = same && maxend[i - 1] > a->guest_end ? maxend[i - 1] : a->guest_end;
 	}
 	g->indexed = 1;
-	return probe_spans(g);
+	return index_samples(s, g);
 }
 
 /* ---- kvm-clock from the host's PVCLOCK records ---- */
 
 static const struct hgsync_vcpu *vcpu_find(const struct hgsync *s, int32_t vm_pid, int vcpu)
 {
-	for (size_t i = 0; i < s->nr_vcpus; i++)
-		if (s->vcpus[i].vm_pid == vm_pid && s->vcpus[i].vcpu_id == vcpu)
-			return &s->vcpus[i];
-	return NULL;
+	uint32_t k;
+
+	if (!s->nr_vcpu_slots)
+		return NULL;
+	k = s->vcpu_slots[vcpu_slot(s, vm_pid, vcpu)];
+	return k ? &s->vcpus[k - 1] : NULL;
+}
+
+/* ---- vCPU identity: guest CPU numbers and KVM's vcpu_ids ---- */
+
+/*
+ * KVM's vcpu_id of guest CPU @cpu: its APIC ID from the agent's CPU map,
+ * or, without a map, @cpu itself (assumed, id_flags).  -1 when unknown.
+ */
+static int32_t cpu_vcpu_id(const struct hgsync_guest *g, int cpu)
+{
+	if (cpu < 0)
+		return -1;
+	if (!g->nr_cpu_vcpu)
+		return cpu;
+	return (unsigned int)cpu < g->nr_cpu_vcpu ? g->cpu_vcpu[cpu] : -1;
+}
+
+/* The reverse: the guest CPU that is @vcpu_id, -1 when none. */
+static int vcpu_guest_cpu(const struct hgsync_guest *g, int32_t vcpu_id)
+{
+	if (vcpu_id < 0 || vcpu_id >= HGCOR_MAX_VCPU_ID)
+		return -1;
+	if (!g->nr_cpu_vcpu)
+		return vcpu_id;
+	return g->vcpu_cpu && (unsigned int)vcpu_id < g->nr_vcpu_cpu ? g->vcpu_cpu[vcpu_id] : -1;
+}
+
+/* The host vCPU thread of guest CPU @cpu of @g, NULL when unknown. */
+static const struct hgsync_vcpu *guest_vcpu(const struct hgsync *s, const struct hgsync_guest *g,
+					    int cpu)
+{
+	int32_t id = cpu_vcpu_id(g, cpu);
+
+	return id < 0 ? NULL : vcpu_find(s, g->vm.vm_pid, id);
+}
+
+/* One CPU_MAP section's entries (already range-checked by corr_check.c). */
+static int cpu_map_add(struct hgsync_guest *g, const uint8_t *p, uint64_t len)
+{
+	for (uint64_t off = 0; off + sizeof(struct hgcor_cpu_apic) <= len;
+	     off += sizeof(struct hgcor_cpu_apic)) {
+		struct hgcor_cpu_apic e;
+
+		memcpy(&e, p + off, sizeof(e));
+		if (e.guest_cpu >= g->nr_cpu_vcpu) {
+			int32_t *m = realloc(g->cpu_vcpu, (e.guest_cpu + 1) * sizeof(*m));
+
+			if (!m)
+				return -ENOMEM;
+			for (unsigned int c = g->nr_cpu_vcpu; c <= e.guest_cpu; c++)
+				m[c] = -1;
+			g->cpu_vcpu = m;
+			g->nr_cpu_vcpu = e.guest_cpu + 1;
+		}
+		/* A later map (CPUs brought online since) wins; say it changed. */
+		if (g->cpu_vcpu[e.guest_cpu] >= 0 &&
+		    g->cpu_vcpu[e.guest_cpu] != (int32_t)e.apic_id)
+			g->id_flags |= HGSYNC_ID_CHANGED;
+		g->cpu_vcpu[e.guest_cpu] = (int32_t)e.apic_id;
+	}
+	return 0;
+}
+
+/*
+ * After loading: the reverse map, and what the host saw of the VM's
+ * vcpu_ids (gaps make the assumption "guest CPU n = vcpu_id n" wrong).
+ */
+static int identity_setup(const struct hgsync *s, struct hgsync_guest *g)
+{
+	g->id_flags &= HGSYNC_ID_CHANGED;
+	g->id_flags |= g->nr_cpu_vcpu ? HGSYNC_ID_MAP : HGSYNC_ID_ASSUMED;
+	g->id_nr_vcpus = 0;
+	g->id_max_vcpu = -1;
+	if (g->nr_cpu_vcpu) {
+		int32_t top = 0;
+
+		/* APIC IDs are below HGCOR_MAX_VCPU_ID (corr_check.c). */
+		for (unsigned int c = 0; c < g->nr_cpu_vcpu; c++)
+			if (g->cpu_vcpu[c] > top)
+				top = g->cpu_vcpu[c];
+		free(g->vcpu_cpu);
+		g->nr_vcpu_cpu = (unsigned int)top + 1;
+		g->vcpu_cpu = malloc(g->nr_vcpu_cpu * sizeof(*g->vcpu_cpu));
+		if (!g->vcpu_cpu)
+			return -ENOMEM;
+		for (unsigned int i = 0; i < g->nr_vcpu_cpu; i++)
+			g->vcpu_cpu[i] = -1;
+		for (unsigned int c = 0; c < g->nr_cpu_vcpu; c++) {
+			int32_t id = g->cpu_vcpu[c];
+
+			if (id < 0 || (unsigned int)id >= g->nr_vcpu_cpu)
+				continue;
+			/* Two CPUs with one APIC ID: the maps disagree. */
+			if (g->vcpu_cpu[id] >= 0)
+				g->id_flags |= HGSYNC_ID_CHANGED;
+			g->vcpu_cpu[id] = (int32_t)c;
+		}
+	}
+	if (g->vm.vm_pid <= 0)
+		return 0;
+	for (size_t i = 0; i < s->nr_vcpus; i++) {
+		const struct hgsync_vcpu *v = &s->vcpus[i];
+
+		if (v->vm_pid != g->vm.vm_pid || v->vcpu_id < 0)
+			continue;
+		g->id_nr_vcpus++;
+		if (v->vcpu_id > g->id_max_vcpu)
+			g->id_max_vcpu = v->vcpu_id;
+	}
+	if (g->id_nr_vcpus && (uint32_t)g->id_max_vcpu + 1 != g->id_nr_vcpus)
+		g->id_flags |= HGSYNC_ID_GAPS;
+	return 0;
+}
+
+int hgsync_guest_vcpu_id(const struct hgsync *s, uint32_t guest_id, int cpu)
+{
+	return guest_id < s->nr_guests ? cpu_vcpu_id(&s->guests[guest_id], cpu) : -1;
+}
+
+int hgsync_vcpu_guest_cpu(const struct hgsync *s, uint32_t guest_id, int vcpu_id)
+{
+	return guest_id < s->nr_guests ? vcpu_guest_cpu(&s->guests[guest_id], vcpu_id) : -1;
+}
+
+int hgsync_identity_note(const struct hgsync *s, uint32_t guest_id, char *buf, size_t len)
+{
+	const struct hgsync_guest *g;
+	size_t n = 0;
+
+	if (len)
+		buf[0] = '\0';
+	if (guest_id >= s->nr_guests || !len)
+		return 0;
+	g = &s->guests[guest_id];
+#define NOTE(...)							\
+	do {								\
+		int w = snprintf(buf + n, len - n, __VA_ARGS__);	\
+		n = w < 0 ? n : n + (size_t)w < len ? n + (size_t)w : len - 1; \
+	} while (0)
+	if (g->id_flags & HGSYNC_ID_ASSUMED)
+		NOTE("vCPU identity assumed: guest cpu n = vcpu_id n (the agent sent no CPU map)");
+	else if (g->id_flags & HGSYNC_ID_CHANGED)
+		NOTE("the CPU map changed while recording (CPU hotplug): the last one is used");
+	if ((g->id_flags & HGSYNC_ID_ASSUMED) && (g->id_flags & HGSYNC_ID_GAPS))
+		NOTE("%sthe host saw %u vCPUs with vcpu_ids up to %d (gaps): host CPUs and KVM "
+		     "offsets of some guest CPUs are likely wrong; record with an agent of "
+		     "protocol 1.2 or later", n ? "; " : "", g->id_nr_vcpus, g->id_max_vcpu);
+	if (g->id_flags & HGSYNC_ID_PAIRS_DISAGREE)
+		NOTE("%s%llu of %llu exit pairings ran on another vcpu_id than this identity says",
+		     n ? "; " : "", (unsigned long long)g->id_pairs_other,
+		     (unsigned long long)g->id_pairs_checked);
+#undef NOTE
+	if (g->id_flags & (HGSYNC_ID_CHANGED | HGSYNC_ID_PAIRS_DISAGREE) ||
+	    (g->id_flags & (HGSYNC_ID_ASSUMED | HGSYNC_ID_GAPS)) ==
+	    (HGSYNC_ID_ASSUMED | HGSYNC_ID_GAPS))
+		return 2;
+	return n > 0;
+}
+
+/* hg_partition() predicates: an entry at or before the key (a uint64_t). */
+static bool off_at_or_before(const void *elem, const void *key)
+{
+	return ((const struct hgsync_offset *)elem)->host_tsc <= *(const uint64_t *)key;
+}
+
+static bool pv_at_or_before(const void *elem, const void *key)
+{
+	return ((const struct hgsync_pvclock *)elem)->host_tsc <= *(const uint64_t *)key;
+}
+
+static bool pv_stamp_below(const void *elem, const void *key)
+{
+	return ((const struct hgsync_pvclock *)elem)->tsc_timestamp < *(const uint64_t *)key;
+}
+
+static bool pv_start_at_or_before(const void *elem, const void *key)
+{
+	return ((const struct hgsync_pvclock *)elem)->start_ns <= *(const uint64_t *)key;
+}
+
+static bool where_at_or_before(const void *elem, const void *key)
+{
+	return ((const struct hgsync_where *)elem)->host_tsc <= *(const uint64_t *)key;
+}
+
+static bool cyc2ns_tsc_at_or_before(const void *elem, const void *key)
+{
+	return ((const struct hgclock_rec_cyc2ns *)elem)->hdr.tsc <= *(const uint64_t *)key;
+}
+
+static bool cyc2ns_ns_at_or_before(const void *elem, const void *key)
+{
+	return ((const struct hgclock_rec_cyc2ns *)elem)->hdr.sched_clock_ns <=
+	       *(const uint64_t *)key;
 }
 
 /* The index of the last entry of @v's @off at or before @host_tsc, else -1. */
 static ssize_t offset_index(const struct hgsync_vcpu *v, uint64_t host_tsc)
 {
-	size_t lo = 0, hi = v->nr_off;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (v->off[mid].host_tsc <= host_tsc)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return (ssize_t)lo - 1;
+	return (ssize_t)hg_partition(v->off, v->nr_off, sizeof(*v->off), off_at_or_before,
+				     &host_tsc) - 1;
 }
 
 /* KVM's TSC relation of @v in force at @host_tsc: 0, or -ENOENT. */
@@ -761,17 +1238,9 @@ static int pv_reached(const struct hgsync *s, const struct hgsync_guest *g,
 /* The record of @v in force at @host_tsc, or NULL before the first. */
 static const struct hgsync_pvclock *pv_at(const struct hgsync_vcpu *v, uint64_t host_tsc)
 {
-	size_t lo = 0, hi = v->nr_pv;
+	size_t k = hg_partition(v->pv, v->nr_pv, sizeof(*v->pv), pv_at_or_before, &host_tsc);
 
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (v->pv[mid].host_tsc <= host_tsc)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo ? &v->pv[lo - 1] : NULL;
+	return k ? &v->pv[k - 1] : NULL;
 }
 
 /*
@@ -784,18 +1253,10 @@ static const struct hgsync_pvclock *pv_find(const struct hgsync_vcpu *v,
 					    const struct hgclock_conversion *cv,
 					    unsigned int *scans)
 {
-	size_t lo = 0, hi = v->nr_pv;
+	size_t lo = hg_partition(v->pv, v->nr_pv, sizeof(*v->pv), pv_stamp_below, &cv->tsc_base);
 
 #define PV_MATCH(p) ((p)->tsc_timestamp == cv->tsc_base && (p)->mul == cv->mult && \
 		     (p)->shift == cv->pre_shift)
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (v->pv[mid].tsc_timestamp < cv->tsc_base)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
 	for (size_t i = lo; i < v->nr_pv && v->pv[i].tsc_timestamp == cv->tsc_base; i++)
 		if (PV_MATCH(&v->pv[i]))
 			return &v->pv[i];
@@ -856,7 +1317,7 @@ static uint64_t pv_lead(const struct hgsync *s, const struct hgsync_guest *g, un
 	uint64_t top = q->reach_prev;
 
 	for (unsigned int u = 0; u < g->nr_cpus; u++) {
-		const struct hgsync_vcpu *w = vcpu_find(s, g->vm.vm_pid, (int)u);
+		const struct hgsync_vcpu *w = guest_vcpu(s, g, (int)u);
 		const struct hgsync_pvclock *r;
 		uint64_t val;
 
@@ -904,7 +1365,7 @@ static void pv_setup(const struct hgsync *s, struct hgsync_guest *g)
 	if (g->vm.vm_pid <= 0)
 		return;
 	for (unsigned int c = 0; c < g->nr_cpus; c++) {
-		const struct hgsync_vcpu *v = vcpu_find(s, g->vm.vm_pid, (int)c);
+		const struct hgsync_vcpu *v = guest_vcpu(s, g, (int)c);
 
 		for (size_t k = 0; v && k < g->convs[c].n; k++) {
 			const struct hgclock_rec_cyc2ns *snap = &g->convs[c].v[k];
@@ -930,7 +1391,7 @@ static void pv_setup(const struct hgsync *s, struct hgsync_guest *g)
 	g->pv_known = 1;
 	/* Each record's start, the end its clock reached, and the ends before. */
 	for (unsigned int c = 0; c < g->nr_cpus; c++) {
-		struct hgsync_vcpu *v = (struct hgsync_vcpu *)vcpu_find(s, g->vm.vm_pid, (int)c);
+		struct hgsync_vcpu *v = (struct hgsync_vcpu *)guest_vcpu(s, g, (int)c);
 		uint64_t ends = 0;
 
 		/* Where the snapshot's parameters had got to by the first record. */
@@ -956,7 +1417,7 @@ static void pv_setup(const struct hgsync *s, struct hgsync_guest *g)
 	}
 	/* Each record's clamp bound: the largest lead over it while in force. */
 	for (unsigned int c = 0; c < g->nr_cpus; c++) {
-		struct hgsync_vcpu *v = (struct hgsync_vcpu *)vcpu_find(s, g->vm.vm_pid, (int)c);
+		struct hgsync_vcpu *v = (struct hgsync_vcpu *)guest_vcpu(s, g, (int)c);
 
 		for (size_t i = 0; v && i < v->nr_pv; i++) {
 			struct hgsync_pvclock *q = &v->pv[i];
@@ -971,7 +1432,7 @@ static void pv_setup(const struct hgsync *s, struct hgsync_guest *g)
 			}
 			/* The other vCPUs' updates while this record was in force. */
 			for (unsigned int u = 0; u < g->nr_cpus && end != q->host_tsc; u++) {
-				const struct hgsync_vcpu *w = vcpu_find(s, g->vm.vm_pid, (int)u);
+				const struct hgsync_vcpu *w = guest_vcpu(s, g, (int)u);
 				const struct hgsync_pvclock *r;
 
 				if (!w || w == v || !(r = pv_at(w, q->host_tsc)))
@@ -1006,22 +1467,14 @@ static int pv_to_host_tsc(const struct hgsync *s, const struct hgsync_guest *g, 
 			  struct hgclock_conversion *conv, uint64_t *clamp_ns)
 {
 	const struct hgsync_vcpu *v;
-	size_t lo = 0, hi, i;
+	size_t lo, i;
 	uint64_t span_lo, span_hi, first = 0;
 	ssize_t k;
 	bool have = false;
 
-	if (!g->pv_known || !(v = vcpu_find(s, g->vm.vm_pid, vcpu)) || !v->nr_pv)
+	if (!g->pv_known || !(v = guest_vcpu(s, g, vcpu)) || !v->nr_pv)
 		return -ENODATA;
-	hi = v->nr_pv;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (v->pv[mid].start_ns <= guest_ns)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	lo = hg_partition(v->pv, v->nr_pv, sizeof(*v->pv), pv_start_at_or_before, &guest_ns);
 	if (lo) {
 		i = lo - 1;
 		*conv = pv_conv(g, &v->pv[i]);
@@ -1069,37 +1522,43 @@ static int pv_to_host_tsc(const struct hgsync *s, const struct hgsync_guest *g, 
 
 /*
  * Joins each of @g's exit pairings with the host's half: the same key and
- * sequence number, from the vCPU with the guest CPU's number, in @g's VM
+ * sequence number, from the guest CPU's vCPU (cpu_vcpu_id()), in @g's VM
  * when it is known.  Without a known VM a match must be unique (another
  * guest's key could collide).  A guest half whose clocks went backwards
- * (a TSC write in between) is dropped.
+ * (a TSC write in between) is dropped.  In a known VM, a host half on
+ * another vcpu_id says the vCPU identity is wrong (id_pairs_other).
  */
 static int join_pairs(const struct hgsync *s, struct hgsync_guest *g)
 {
 	g->nr_xpairs = 0;
+	g->id_pairs_checked = g->id_pairs_other = 0;
 	for (size_t i = 0; i < g->nr_gpairs; i++) {
 		const struct hgclock_rec_exit_pair *gp = &g->gpairs[i];
 		struct hgclock_rec_exit_host key = { .key = gp->key, .seq = gp->seq };
 		const struct hgclock_rec_exit_host *h, *match = NULL;
-		size_t lo = 0, hi = s->nr_hpairs, nmatch = 0;
+		int32_t want = cpu_vcpu_id(g, (int)gp->hdr.cpu);
+		size_t lo, nmatch = 0, nother = 0;
 
 		if (gp->tsc_after < gp->tsc_before ||
 		    gp->sched_clock_after_ns < gp->sched_clock_before_ns)
 			continue;
-		while (lo < hi) {
-			size_t mid = lo + (hi - lo) / 2;
-
-			if (cmp_hpair(&s->hpairs[mid], &key) < 0)
-				lo = mid + 1;
-			else
-				hi = mid;
-		}
+		lo = hg_partition(s->hpairs, s->nr_hpairs, sizeof(*s->hpairs), hpair_below, &key);
 		for (h = s->hpairs + lo; h < s->hpairs + s->nr_hpairs && !cmp_hpair(h, &key); h++) {
-			if (h->vcpu_id != (int32_t)gp->hdr.cpu ||
-			    (g->vm.vm_pid > 0 && h->vm_pid != g->vm.vm_pid))
+			if (g->vm.vm_pid > 0 && h->vm_pid != g->vm.vm_pid)
 				continue;
+			if (h->vcpu_id != want || want < 0) {
+				nother++;
+				continue;
+			}
 			match = h;
 			nmatch++;
+		}
+		if (g->vm.vm_pid > 0 && (nmatch || nother)) {
+			g->id_pairs_checked++;
+			if (!nmatch) {
+				g->id_pairs_other++;
+				g->id_flags |= HGSYNC_ID_PAIRS_DISAGREE;
+			}
 		}
 		if (nmatch == 1) {
 			struct hgsync_xpair x = {
@@ -1145,6 +1604,25 @@ static struct hgsync_obs xpair_obs(const struct hgsync *s, const struct hgsync_g
 				    x->host_ns };
 }
 
+/*
+ * A marker pairing as a bracket, as xpair_obs() does an exit pairing's:
+ * the exit lay between the guest's markers b and e (in its trace clock),
+ * so the host value at b lies in [H - rate * (e - b), H].  In TSC counts
+ * without the guest's TSC kHz (no agent) the rates are taken as equal:
+ * KVM's scaling is then the kvm-exact method's business.
+ */
+static struct hgsync_obs mpair_obs(const struct hgsync *s, const struct hgsync_guest *g,
+				   const struct hgsync_mpair *m)
+{
+	uint64_t w = m->guest_end - m->guest_begin;
+
+	if (g->marker_clock == HGCOR_CLOCK_TSC && s->host_info.tsc_khz && g->info.tsc_khz)
+		w = (uint64_t)((u128)w * s->host_info.tsc_khz / g->info.tsc_khz);
+	w += w / 1000 + 1;
+	return (struct hgsync_obs){ m->guest_begin, m->host_value > w ? m->host_value - w : 0,
+				    m->host_value };
+}
+
 int hgsync_load(struct hgsync *s, const void *buf, size_t len, int flags, size_t *err_pos)
 {
 	struct hgcor_reader r;
@@ -1159,13 +1637,11 @@ int hgsync_load(struct hgsync *s, const void *buf, size_t len, int flags, size_t
 
 		ret = 0;
 		if (v.type == HGCOR_SEC_GUEST_INFO || v.type == HGCOR_SEC_GUEST_RECORDS ||
-		    v.type == HGCOR_SEC_PROBES) {
+		    v.type == HGCOR_SEC_PROBES || v.type == HGCOR_SEC_CPU_MAP) {
 			memcpy(&id, v.payload, 4);
-			g = guest_for(s, id);
-			if (!g) {
-				ret = HGCOR_E_CONTENT;
+			ret = guest_for(s, id, &g);
+			if (ret)
 				break;
-			}
 		}
 		switch (v.type) {
 		case HGCOR_SEC_HOST_INFO:
@@ -1197,15 +1673,16 @@ int hgsync_load(struct hgsync *s, const void *buf, size_t len, int flags, size_t
 			}
 			break;
 		}
+		case HGCOR_SEC_CPU_MAP:
+			ret = cpu_map_add(g, v.payload + 8, v.length - 8);
+			break;
 		case HGCOR_SEC_GUEST_VM: {
 			struct hgcor_guest_vm vm;
 
 			memcpy(&vm, v.payload, sizeof(vm));
-			g = guest_for(s, vm.guest_id);
-			if (!g) {
-				ret = HGCOR_E_CONTENT;
+			ret = guest_for(s, vm.guest_id, &g);
+			if (ret)
 				break;
-			}
 			g->vm = vm;
 			break;
 		}
@@ -1219,11 +1696,9 @@ int hgsync_load(struct hgsync *s, const void *buf, size_t len, int flags, size_t
 				struct hgcor_segment seg;
 
 				memcpy(&seg, v.payload + i * sizeof(seg), sizeof(seg));
-				g = guest_for(s, seg.guest_id);
-				if (!g) {
-					ret = HGCOR_E_CONTENT;
+				ret = guest_for(s, seg.guest_id, &g);
+				if (ret)
 					break;
-				}
 				ret = PUSH(g->segs, g->nr_segs, g->cap_segs, seg);
 			}
 			break;
@@ -1232,6 +1707,8 @@ int hgsync_load(struct hgsync *s, const void *buf, size_t len, int flags, size_t
 			break;
 		}
 	}
+	/* The loop may stop on a section it refused: free a decompressed payload. */
+	hgcor_release(&r);
 	if (err_pos)
 		*err_pos = r.pos;
 	if (ret == 0)
@@ -1255,12 +1732,16 @@ int hgsync_load(struct hgsync *s, const void *buf, size_t len, int flags, size_t
 	}
 	if (s->nr_hpairs)
 		qsort(s->hpairs, s->nr_hpairs, sizeof(*s->hpairs), cmp_hpair);
+	for (unsigned int i = 0; i < s->nr_guests; i++)
+		s->guests[i].agentless = !s->guests[i].present && s->guests[i].vm.vm_pid > 0;
 	for (unsigned int i = 0; i < s->nr_guests; i++) {
-		ret = join_pairs(s, &s->guests[i]);
+		ret = identity_setup(s, &s->guests[i]);
+		if (!ret)
+			ret = join_pairs(s, &s->guests[i]);
 		if (!ret)
 			pv_setup(s, &s->guests[i]);
 		if (!ret)
-			ret = index_segs(&s->guests[i]);
+			ret = index_segs(s, &s->guests[i]);
 		if (ret) {
 			hgsync_free(s);
 			return ret;
@@ -1280,6 +1761,7 @@ void hgsync_free(struct hgsync *s)
 		free(s->vcpus[i].pv);
 	}
 	free(s->vcpus);
+	free(s->vcpu_slots);
 	free(s->hpairs);
 	for (unsigned int i = 0; i < s->nr_guests; i++) {
 		struct hgsync_guest *g = &s->guests[i];
@@ -1290,11 +1772,14 @@ void hgsync_free(struct hgsync *s)
 		free(g->probes);
 		free(g->gpairs);
 		free(g->xpairs);
+		free(g->mpairs);
 		free(g->segs);
 		free(g->seg_maxend);
-		free(g->seg_probe_lo);
-		free(g->seg_probe_hi);
+		free(g->samples);
+		free(g->cpu_vcpu);
+		free(g->vcpu_cpu);
 	}
+	free(s->guests);
 	memset(s, 0, sizeof(*s));
 }
 
@@ -1309,7 +1794,7 @@ static const struct hgcor_segment *find_seg(const struct hgsync_guest *g, uint32
  * offset while the vCPU is out of the guest, so every guest TSC reading
  * falls wholly before or after a change.
  */
-static int kvm_segments(struct hgsync_guest *g, const struct hgsync_vcpu *v)
+static int kvm_segments(struct hgsync_guest *g, const struct hgsync_vcpu *v, int guest_cpu)
 {
 	size_t i = 0;
 
@@ -1320,7 +1805,7 @@ static int kvm_segments(struct hgsync_guest *g, const struct hgsync_vcpu *v)
 	if (v->nr_off && v->off[0].is_change) {
 		const struct hgsync_offset *o = &v->off[0];
 		struct hgcor_segment seg = {
-			.guest_id = g->id, .vcpu_id = v->vcpu_id,
+			.guest_id = g->id, .vcpu_id = guest_cpu,
 			.method = HGCOR_METHOD_KVM_EXACT, .clock = HGCOR_CLOCK_TSC,
 			.host_tsc_start = 0, .host_tsc_end = o->host_tsc,
 			.tsc_offset = o->prev_offset,
@@ -1338,7 +1823,7 @@ static int kvm_segments(struct hgsync_guest *g, const struct hgsync_vcpu *v)
 	while (i < v->nr_off) {
 		const struct hgsync_offset *o = &v->off[i];
 		struct hgcor_segment seg = {
-			.guest_id = g->id, .vcpu_id = v->vcpu_id,
+			.guest_id = g->id, .vcpu_id = guest_cpu,
 			.method = HGCOR_METHOD_KVM_EXACT, .clock = HGCOR_CLOCK_TSC,
 			.tsc_offset = o->tsc_offset,
 			.tsc_ratio = o->known ? o->tsc_ratio : 0,
@@ -1374,8 +1859,10 @@ static bool is_break(const struct hgsync_obs *a, const struct hgsync_obs *b)
 {
 	int64_t off_a = (int64_t)(a->lo + (a->hi - a->lo) / 2 - a->x);
 	int64_t off_b = (int64_t)(b->lo + (b->hi - b->lo) / 2 - b->x);
-	uint64_t diff = off_a > off_b ? (uint64_t)(off_a - off_b) : (uint64_t)(off_b - off_a);
-	uint64_t slack = (a->hi - a->lo) + (b->hi - b->lo) + (b->x - a->x) / 10000 + 2000;
+	/* In unsigned arithmetic: the difference of two offsets can pass INT64_MAX. */
+	uint64_t diff = off_a > off_b ? (uint64_t)off_a - (uint64_t)off_b :
+					(uint64_t)off_b - (uint64_t)off_a;
+	u128 slack = (u128)(a->hi - a->lo) + (b->hi - b->lo) + (b->x - a->x) / 10000 + 2000;
 
 	return diff > slack;
 }
@@ -1407,7 +1894,23 @@ static int probe_segments(struct hgsync_guest *g, uint32_t method, uint32_t cloc
 		/* obs[start, i) is one piece. */
 		seg.guest_start = start || !first_epoch ? obs[start].x : 0;
 		seg.guest_end = i < n ? obs[i].x : UINT64_MAX;
-		if (i - start >= 2 && !hgsync_fit(obs + start, i - start, &seg)) {
+		/*
+		 * A lone sample between two breaks (a step on either side of
+		 * it: several steps in a row) still maps its neighbourhood:
+		 * the nominal rate through its bracket's middle.  Its values
+		 * get the bound of the samples around them as any piece's do.
+		 */
+		if (i - start == 1) {
+			const struct hgsync_obs *o = &obs[start];
+
+			seg.method = HGCOR_METHOD_PROBE;
+			seg.ref_guest = o->x;
+			seg.ref_host = o->lo + (o->hi - o->lo) / 2;
+			seg.rate_q48 = 0;
+			seg.bound_ns = (o->hi - o->lo) / 2 + 2;
+			seg.nr_samples = 1;
+		}
+		if (i - start == 1 || !hgsync_fit(obs + start, i - start, &seg)) {
 			seg.method = method;
 			/* A bound in TSC counts is turned into ns. */
 			if (clock == HGCOR_CLOCK_TSC && tsc_khz)
@@ -1424,16 +1927,10 @@ static int probe_segments(struct hgsync_guest *g, uint32_t method, uint32_t cloc
 static size_t offset_changes(const struct hgsync *s, const struct hgsync_guest *g, int vcpu,
 			     const struct hgsync_offset **first)
 {
-	for (size_t i = 0; i < s->nr_vcpus && g->vm.vm_pid > 0; i++) {
-		const struct hgsync_vcpu *v = &s->vcpus[i];
+	const struct hgsync_vcpu *v = g->vm.vm_pid > 0 ? guest_vcpu(s, g, vcpu) : NULL;
 
-		if (v->vm_pid == g->vm.vm_pid && v->vcpu_id == vcpu) {
-			*first = v->off;
-			return v->nr_off;
-		}
-	}
-	*first = NULL;
-	return 0;
+	*first = v ? v->off : NULL;
+	return v ? v->nr_off : 0;
 }
 
 /*
@@ -1456,33 +1953,37 @@ static int cmp_probe_at(const void *a, const void *b)
 	return x->host_tsc < y->host_tsc ? -1 : x->host_tsc > y->host_tsc;
 }
 
+/*
+ * @idx/@nidx: the indices of the vCPU's samples (probes, or pairings for
+ * EXIT), from by_cpu().
+ */
 static int probe_epochs(const struct hgsync *s, struct hgsync_guest *g, uint32_t method,
-			uint32_t clock, unsigned int cpu, struct hgsync_obs *obs)
+			uint32_t clock, unsigned int cpu, const uint32_t *idx, size_t nidx,
+			struct hgsync_obs *obs)
 {
 	const struct hgsync_offset *off;
-	size_t nc = offset_changes(s, g, (int)cpu, &off), np = 0, e, i, j = 0, n;
-	size_t nsrc = method == HGCOR_METHOD_EXIT ? g->nr_xpairs : g->nr_probes;
+	size_t nc = offset_changes(s, g, (int)cpu, &off), np = 0, e, j = 0, n;
 	uint32_t khz = clock == HGCOR_CLOCK_TSC ? s->host_info.tsc_khz : 0;
 	uint64_t lo = 0, hi;
 	struct probe_at *at;
 	int ret = 0;
 
 	/* This vCPU's samples in host time: each epoch is then one stretch. */
-	at = malloc((nsrc ? nsrc : 1) * sizeof(*at));
+	at = malloc((nidx ? nidx : 1) * sizeof(*at));
 	if (!at)
 		return -ENOMEM;
-	for (i = 0; i < nsrc; i++) {
+	for (size_t k = 0; k < nidx; k++) {
 		if (method == HGCOR_METHOD_EXIT) {
-			const struct hgsync_xpair *x = &g->xpairs[i];
+			const struct hgsync_xpair *x = &g->xpairs[idx[k]];
 
-			if (x->guest_cpu == cpu)
-				at[np++] = (struct probe_at){ x->host_tsc,
-							      xpair_obs(s, g, x, clock) };
+			at[np++] = (struct probe_at){ x->host_tsc, xpair_obs(s, g, x, clock) };
+		} else if (method == HGSYNC_METHOD_MARKER) {
+			const struct hgsync_mpair *m = &g->mpairs[idx[k]];
+
+			at[np++] = (struct probe_at){ m->host_tsc, mpair_obs(s, g, m) };
 		} else {
-			const struct hgcor_probe *p = &g->probes[i];
+			const struct hgcor_probe *p = &g->probes[idx[k]];
 
-			if (p->guest_cpu != cpu)
-				continue;
 			at[np++] = clock == HGCOR_CLOCK_TSC ?
 				(struct probe_at){ p->host_tsc_send,
 					{ p->guest_tsc, p->host_tsc_send, p->host_tsc_recv } } :
@@ -1493,7 +1994,7 @@ static int probe_epochs(const struct hgsync *s, struct hgsync_guest *g, uint32_t
 	if (np)
 		qsort(at, np, sizeof(*at), cmp_probe_at);
 	/* Epoch boundaries: the changes (entries from TSC_OFFSET records). */
-	if (clock == HGCOR_CLOCK_SCHED && nc * 4 > np)
+	if (clock != HGCOR_CLOCK_TSC && nc * 4 > np)
 		nc = 0;
 	for (e = 0; e <= nc && !ret; e++) {
 		/* Entries that are not changes (discovery) are no boundary. */
@@ -1509,21 +2010,101 @@ static int probe_epochs(const struct hgsync *s, struct hgsync_guest *g, uint32_t
 	return ret;
 }
 
+/*
+ * The indices of @n samples grouped by CPU, in their order within a CPU
+ * (a counting sort: CPU numbers are below HGCOR_MAX_CPUS, corr_check.c):
+ * CPU c's are idx[start[c] .. start[c + 1]).  @cpu_of gives sample i's
+ * CPU.  0 or -ENOMEM; the caller frees *@idx and *@start.
+ */
+static int by_cpu(size_t n, uint32_t (*cpu_of)(const struct hgsync_guest *g, size_t i),
+		  const struct hgsync_guest *g, uint32_t **idx, size_t **start)
+{
+	size_t *st = calloc(HGCOR_MAX_CPUS + 1, sizeof(*st));
+	uint32_t *ix = malloc((n ? n : 1) * sizeof(*ix));
+
+	*idx = ix;
+	*start = st;
+	if (!st || !ix || n > UINT32_MAX)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		st[cpu_of(g, i) + 1]++;
+	for (size_t c = 0; c < HGCOR_MAX_CPUS; c++)
+		st[c + 1] += st[c];
+	for (size_t i = 0; i < n; i++)
+		ix[st[cpu_of(g, i)]++] = (uint32_t)i;
+	/* Each start moved to the next CPU's: shift them back. */
+	memmove(st + 1, st, HGCOR_MAX_CPUS * sizeof(*st));
+	st[0] = 0;
+	return 0;
+}
+
+static uint32_t probe_cpu(const struct hgsync_guest *g, size_t i)
+{
+	uint32_t c = g->probes[i].guest_cpu;
+
+	return c < HGCOR_MAX_CPUS ? c : HGCOR_MAX_CPUS - 1;	/* corr_check.c: never */
+}
+
+static uint32_t xpair_cpu(const struct hgsync_guest *g, size_t i)
+{
+	uint32_t c = g->xpairs[i].guest_cpu;
+
+	return c < HGCOR_MAX_CPUS ? c : HGCOR_MAX_CPUS - 1;
+}
+
+static uint32_t mpair_cpu(const struct hgsync_guest *g, size_t i)
+{
+	/* hgsync_add_markpairs() keeps only CPUs below HGCOR_MAX_CPUS */
+	return (uint32_t)g->mpairs[i].guest_cpu;
+}
+
+/*
+ * The marker segments of @g, from its marker pairings, per guest CPU and
+ * epoch as the exit pairings' (probe_epochs()), appended to g->segs; the
+ * caller indexes them.
+ */
+static int marker_segments(const struct hgsync *s, struct hgsync_guest *g)
+{
+	struct hgsync_obs *obs;
+	uint32_t *idx = NULL;
+	size_t *start = NULL;
+	int ret;
+
+	if (!g->nr_mpairs)
+		return 0;
+	obs = malloc(g->nr_mpairs * sizeof(*obs));
+	ret = obs ? by_cpu(g->nr_mpairs, mpair_cpu, g, &idx, &start) : -ENOMEM;
+	for (unsigned int cpu = 0; cpu < HGCOR_MAX_CPUS && !ret; cpu++)
+		if (start[cpu + 1] > start[cpu])
+			ret = probe_epochs(s, g, HGSYNC_METHOD_MARKER, g->marker_clock, cpu,
+					   idx + start[cpu], start[cpu + 1] - start[cpu], obs);
+	free(obs);
+	free(idx);
+	free(start);
+	return ret;
+}
+
 static int guest_build(struct hgsync *s, struct hgsync_guest *g)
 {
 	struct hgsync_obs *obs;
+	uint32_t *pidx = NULL, *xidx = NULL;	/* probes and pairings by vCPU */
+	size_t *pstart = NULL, *xstart = NULL;
 	size_t i, n;
 	int ret = 0;
 
 	g->nr_segs = 0;
 	g->indexed = 0;
 	g->kvm_checked = g->kvm_agree = 0;
+	/* Segments are keyed by guest CPU: the vCPU's, by the identity. */
 	if (g->vm.vm_pid > 0)
-		for (i = 0; i < s->nr_vcpus && !ret; i++)
-			if (s->vcpus[i].vm_pid == g->vm.vm_pid)
-				ret = kvm_segments(g, &s->vcpus[i]);
+		for (i = 0; i < s->nr_vcpus && !ret; i++) {
+			int cpu = vcpu_guest_cpu(g, s->vcpus[i].vcpu_id);
+
+			if (s->vcpus[i].vm_pid == g->vm.vm_pid && cpu >= 0)
+				ret = kvm_segments(g, &s->vcpus[i], cpu);
+		}
 	if (!ret)
-		ret = index_segs(g);
+		ret = index_segs(s, g);
 	if (ret)
 		return ret;
 	/*
@@ -1579,8 +2160,11 @@ static int guest_build(struct hgsync *s, struct hgsync_guest *g)
 
 	n = g->nr_probes > g->nr_xpairs ? g->nr_probes : g->nr_xpairs;
 	obs = malloc((n ? n : 1) * sizeof(*obs));
-	if (!obs)
-		return -ENOMEM;
+	ret = obs ? by_cpu(g->nr_probes, probe_cpu, g, &pidx, &pstart) : -ENOMEM;
+	if (!ret)
+		ret = by_cpu(g->nr_xpairs, xpair_cpu, g, &xidx, &xstart);
+	if (ret)
+		goto out;
 	/*
 	 * Per vCPU, on both clocks: each vCPU has its own TSC offset, and
 	 * so its own kvm-clock parameters; they need not agree (a guest TSC
@@ -1588,20 +2172,28 @@ static int guest_build(struct hgsync *s, struct hgsync_guest *g)
 	 * kvm-clock page).
 	 */
 	for (unsigned int cpu = 0; cpu < 1024 && !ret; cpu++) {
-		bool any = false;
+		size_t np = pstart[cpu + 1] - pstart[cpu], nx = xstart[cpu + 1] - xstart[cpu];
 
-		for (i = 0; i < g->nr_probes && !any; i++)
-			any = g->probes[i].guest_cpu == cpu;
-		for (i = 0; i < g->nr_xpairs && !any; i++)
-			any = g->xpairs[i].guest_cpu == cpu;
-		if (!any && cpu >= g->nr_cpus)
+		if (!np && !nx && cpu >= g->nr_cpus)
 			break;
-		for (int k = 0; k < 4 && !ret; k++)
-			ret = probe_epochs(s, g, k < 2 ? HGCOR_METHOD_PROBE : HGCOR_METHOD_EXIT,
-					   k % 2 ? HGCOR_CLOCK_TSC : HGCOR_CLOCK_SCHED, cpu, obs);
+		for (int k = 0; k < 4 && !ret; k++) {
+			bool pairs = k >= 2;
+
+			ret = probe_epochs(s, g, pairs ? HGCOR_METHOD_EXIT : HGCOR_METHOD_PROBE,
+					   k % 2 ? HGCOR_CLOCK_TSC : HGCOR_CLOCK_SCHED, cpu,
+					   pairs ? xidx + xstart[cpu] : pidx + pstart[cpu],
+					   pairs ? nx : np, obs);
+		}
 	}
+	if (!ret)
+		ret = marker_segments(s, g);
+out:
 	free(obs);
-	return ret ? ret : index_segs(g);
+	free(pidx);
+	free(pstart);
+	free(xidx);
+	free(xstart);
+	return ret ? ret : index_segs(s, g);
 }
 
 int hgsync_build(struct hgsync *s)
@@ -1609,7 +2201,7 @@ int hgsync_build(struct hgsync *s)
 	for (unsigned int i = 0; i < s->nr_guests; i++) {
 		int ret;
 
-		if (!s->guests[i].present)
+		if (!s->guests[i].present && !s->guests[i].agentless)
 			continue;
 		ret = guest_build(s, &s->guests[i]);
 		if (ret)
@@ -1618,83 +2210,188 @@ int hgsync_build(struct hgsync *s)
 	return 0;
 }
 
+int hgsync_guest_known(const struct hgsync *s, uint32_t guest_id)
+{
+	return guest_id < s->nr_guests &&
+	       (s->guests[guest_id].present || s->guests[guest_id].agentless);
+}
+
+int hgsync_add_markpairs(struct hgsync *s, uint32_t guest_id, const struct hg_markpair *p,
+			 size_t n)
+{
+	struct hgsync_guest *g;
+	struct hgsync_mpair *v;
+	size_t i, k = 0;
+	uint32_t clock;
+
+	if (!hgsync_guest_known(s, guest_id))
+		return -EINVAL;
+	g = &s->guests[guest_id];
+	clock = n ? p[0].guest_clock : 0;
+	if (n && (clock < HGSYNC_CLOCK_TSC || clock > HGSYNC_CLOCK_LOCAL))
+		return -EINVAL;
+	for (i = 0; i < n; i++)
+		if (p[i].guest_clock != clock)
+			return -EINVAL;
+	v = malloc((n ? n : 1) * sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	for (i = 0; i < n; i++) {
+		uint64_t host_value;
+
+		/* markpair.h's checks, again: these are array indices here. */
+		if (p[i].guest_cpu < 0 || p[i].guest_cpu >= HGCOR_MAX_CPUS ||
+		    p[i].guest_ts_end < p[i].guest_ts_begin)
+			continue;
+		if (clock == HGSYNC_CLOCK_TSC)
+			host_value = p[i].host_tsc;
+		else if (clock == HGSYNC_CLOCK_SCHED)
+			host_value = p[i].host_ns;
+		else if (hgsync_host_from_tsc(s, p[i].host_cpu, clock, p[i].host_tsc,
+					      &host_value))
+			continue;
+		v[k++] = (struct hgsync_mpair){
+			.guest_cpu = p[i].guest_cpu, .guest_begin = p[i].guest_ts_begin,
+			.guest_end = p[i].guest_ts_end, .host_value = host_value,
+			.host_tsc = p[i].host_tsc,
+		};
+	}
+	free(g->mpairs);
+	g->mpairs = v;
+	g->nr_mpairs = k;
+	g->marker_clock = k ? clock : 0;
+	/* The other methods' segments stay (from the file or hgsync_build()). */
+	for (i = k = 0; i < g->nr_segs; i++)
+		if (g->segs[i].method != HGSYNC_METHOD_MARKER)
+			g->segs[k++] = g->segs[i];
+	g->nr_segs = k;
+	g->indexed = 0;
+	{
+		int ret = marker_segments(s, g);
+
+		return ret ? ret : index_segs(s, g);
+	}
+}
+
+const char *hgsync_no_map_reason(const struct hgsync *s, uint32_t guest_id, uint32_t clock,
+				 char *buf, size_t len)
+{
+	const struct hgsync_guest *g;
+	const char *name = hgsync_clock_name(clock);
+
+	if (!len)
+		return buf;
+	buf[0] = 0;
+	if (!hgsync_guest_known(s, guest_id)) {
+		snprintf(buf, len, "the correlation file has no guest %u", guest_id);
+		return buf;
+	}
+	g = &s->guests[guest_id];
+	if (!g->agentless)
+		return buf;
+	if (clock == HGSYNC_CLOCK_TSC) {
+		snprintf(buf, len, "guest %u (no agent, VM %d): no tracked vCPU of that VM "
+			 "covers the value", guest_id, g->vm.vm_pid);
+		return buf;
+	}
+	if (!g->nr_mpairs)
+		snprintf(buf, len, "guest %u was recorded without an agent (VM %d): its '%s' "
+			 "clock maps only through marker pairings ('hgclock pairmark' in the "
+			 "guest while it traces), and there are none", guest_id, g->vm.vm_pid,
+			 name);
+	else if (g->marker_clock != clock)
+		snprintf(buf, len, "guest %u was recorded without an agent (VM %d): its "
+			 "marker pairings are on the '%s' clock, not '%s'", guest_id,
+			 g->vm.vm_pid, hgsync_clock_name(g->marker_clock), name);
+	else
+		snprintf(buf, len, "guest %u was recorded without an agent (VM %d): no marker "
+			 "pairing of that guest CPU around the value", guest_id, g->vm.vm_pid);
+	return buf;
+}
+
 /* ---- converting ---- */
 
 /*
  * The segment of @vcpu covering @guest_value.  KVM offsets that move
  * back repeat guest TSC values: then the latest segment wins.
  */
-static const struct hgcor_segment *find_seg(const struct hgsync_guest *g, uint32_t method,
-					    uint32_t clock, int vcpu, uint64_t guest_value)
+struct seg_key {
+	uint32_t clock, method;
+	int vcpu;
+	uint64_t guest_value;
+};
+
+/* Ordered (cmp_seg()) at or before (clock, vcpu, method, a start at the value). */
+static bool seg_at_or_before(const void *elem, const void *key)
 {
-	const struct hgcor_segment *best = NULL;
-	size_t lo = 0, hi = g->nr_segs;
+	const struct hgcor_segment *m = elem;
+	const struct seg_key *k = key;
 
-	if (!g->indexed) {
-		/* While guest_build() adds segments: a plain scan. */
-		for (size_t i = 0; i < g->nr_segs; i++) {
-			const struct hgcor_segment *seg = &g->segs[i];
+	if (m->clock != k->clock)
+		return m->clock < k->clock;
+	if (m->vcpu_id != k->vcpu)
+		return m->vcpu_id < k->vcpu;
+	if (m->method != k->method)
+		return m->method < k->method;
+	return m->guest_start <= k->guest_value;
+}
 
-			if (seg->method != method || seg->clock != clock || seg->vcpu_id != vcpu)
-				continue;
-			if (guest_value >= seg->guest_start && guest_value < seg->guest_end &&
-			    (!best || seg->host_tsc_start > best->host_tsc_start))
-				best = seg;
-		}
-		return best;
-	}
-	/* The last segment ordered at or before (clock, vcpu, method, value). */
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		const struct hgcor_segment *m = &g->segs[mid];
-		int c;
+/*
+ * Of the segments covering @guest_value, the one whose host TSC span
+ * holds @host_tsc (the sample's own epoch, index_samples()); without
+ * one (UINT64_MAX: no preference), the latest as find_seg().
+ */
+static const struct hgcor_segment *find_seg_at(const struct hgsync_guest *g, uint32_t method,
+					       uint32_t clock, int vcpu, uint64_t guest_value,
+					       uint64_t host_tsc)
+{
+	const struct seg_key key = { clock, method, vcpu, guest_value };
+	const struct hgcor_segment *best = NULL, *held = NULL;
+	size_t lo = g->nr_segs;
 
-		if (m->clock != clock)
-			c = m->clock < clock ? -1 : 1;
-		else if (m->vcpu_id != vcpu)
-			c = m->vcpu_id < vcpu ? -1 : 1;
-		else if (m->method != method)
-			c = m->method < method ? -1 : 1;
-		else
-			c = m->guest_start <= guest_value ? -1 : 1;
-		if (c < 0)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	/* While guest_build() adds segments: a plain scan. */
+	if (g->indexed)
+		/* The last segment ordered at or before (clock, vcpu, method, value). */
+		lo = hg_partition(g->segs, g->nr_segs, sizeof(*g->segs), seg_at_or_before, &key);
 	/* Back through the group while an earlier segment can reach the value. */
 	for (size_t i = lo; i-- > 0;) {
 		const struct hgcor_segment *seg = &g->segs[i];
 
-		if (seg->method != method || seg->clock != clock || seg->vcpu_id != vcpu ||
-		    g->seg_maxend[i] <= guest_value)
+		if (seg->method != method || seg->clock != clock || seg->vcpu_id != vcpu) {
+			if (g->indexed)
+				break;
+			continue;
+		}
+		if (g->indexed && g->seg_maxend[i] <= guest_value)
 			break;
-		if (guest_value < seg->guest_end &&
-		    (!best || seg->host_tsc_start > best->host_tsc_start))
+		if (guest_value < seg->guest_start || guest_value >= seg->guest_end)
+			continue;
+		if (!best || seg->host_tsc_start > best->host_tsc_start)
 			best = seg;
+		if (host_tsc >= seg->host_tsc_start && host_tsc < seg->host_tsc_end &&
+		    (!held || seg->host_tsc_start > held->host_tsc_start))
+			held = seg;
 	}
-	return best;
+	return held ? held : best;
+}
+
+static const struct hgcor_segment *find_seg(const struct hgsync_guest *g, uint32_t method,
+					    uint32_t clock, int vcpu, uint64_t guest_value)
+{
+	return find_seg_at(g, method, clock, vcpu, guest_value, UINT64_MAX);
 }
 
 /* The last conversion taken at or before @key (TSC or ns), else the first. */
 static const struct hgclock_rec_cyc2ns *conv_at(const struct hgsync_convs *cv, uint64_t key,
 						bool by_ns)
 {
-	size_t lo = 0, hi;
+	size_t k;
 
 	if (!cv || !cv->n)
 		return NULL;
-	hi = cv->n;
-	while (hi - lo > 1) {
-		size_t mid = lo + (hi - lo) / 2;
-		uint64_t k = by_ns ? cv->v[mid].hdr.sched_clock_ns : cv->v[mid].hdr.tsc;
-
-		if (k <= key)
-			lo = mid;
-		else
-			hi = mid;
-	}
-	return &cv->v[lo];
+	k = hg_partition(cv->v, cv->n, sizeof(*cv->v),
+			 by_ns ? cyc2ns_ns_at_or_before : cyc2ns_tsc_at_or_before, &key);
+	return &cv->v[k ? k - 1 : 0];
 }
 
 static int32_t host_cpu_at(const struct hgsync *s, const struct hgsync_guest *g, int vcpu,
@@ -1810,7 +2507,11 @@ static int to_host_kvm(const struct hgsync *s, const struct hgsync_guest *g, int
 		r->host_value += hc->conv.local_offset_ns;
 	}
 	/* Truncation: each side's formula floors, so one ns either way. */
-	r->bound_ns = gb + hb + spread + 1;
+	{
+		u128 b = (u128)gb + hb + spread + 1;
+
+		r->bound_ns = b >= HGSYNC_NO_BOUND ? HGSYNC_NO_BOUND : (uint64_t)b;
+	}
 	return 0;
 }
 
@@ -1822,7 +2523,10 @@ static int to_host_probe(const struct hgsync *s, const struct hgsync_guest *g, i
 	const struct hgcor_segment *seg;
 	uint64_t local_off_guest = 0, local_off_host = 0;
 
-	if (clock == HGSYNC_CLOCK_LOCAL) {
+	/* Marker pairings are on the guest trace's own clock: no conversion around them. */
+	if (method == HGSYNC_METHOD_MARKER && clock != g->marker_clock)
+		return -ENOENT;
+	if (clock == HGSYNC_CLOCK_LOCAL && method != HGSYNC_METHOD_MARKER) {
 		/* local_clock = sched_clock + a constant, on both sides. */
 		const struct hgclock_rec_cyc2ns *gc = NULL, *hc = NULL;
 
@@ -1842,17 +2546,23 @@ static int to_host_probe(const struct hgsync *s, const struct hgsync_guest *g, i
 		return -ENOENT;
 	r->method = method;
 	r->seg = seg;
-	r->host_value = hgsync_probe_apply(seg, guest_value) + local_off_host;
 	{
-		uint64_t extra = probe_extrapolation(g, seg, guest_value);
+		uint64_t est = hgsync_probe_apply(seg, guest_value);
+		uint64_t b = between_bound(s, g, seg, guest_value, &est);
+		uint32_t khz = s->host_info.tsc_khz;
 
-		r->bound_ns = extra == HGSYNC_NO_BOUND || seg->bound_ns > HGSYNC_NO_BOUND - extra ?
-			      HGSYNC_NO_BOUND : seg->bound_ns + extra;
+		r->host_value = est + local_off_host;
+		/* A bound in TSC counts is turned into ns, rounded up. */
+		if (b != HGSYNC_NO_BOUND && clock == HGSYNC_CLOCK_TSC && khz)
+			b = b > (UINT64_MAX - khz) / 1000000 ? HGSYNC_NO_BOUND :
+			    (b * 1000000 + khz - 1) / khz;
+		r->bound_ns = b;
 	}
 	r->host_cpu = -1;
 	if (clock == HGSYNC_CLOCK_TSC)
 		r->host_tsc = r->host_value;
-	else if (hgsync_host_to_tsc(s, -1, HGSYNC_CLOCK_SCHED, r->host_value - local_off_host,
+	else if (hgsync_host_to_tsc(s, -1, method == HGSYNC_METHOD_MARKER ? clock :
+				    HGSYNC_CLOCK_SCHED, r->host_value - local_off_host,
 				    &r->host_tsc))
 		r->host_tsc = 0;
 	return 0;
@@ -1863,27 +2573,20 @@ int hgsync_vcpu_place(const struct hgsync *s, uint32_t guest_id, int vcpu, uint6
 {
 	const struct hgsync_guest *g;
 	const struct hgsync_vcpu *v;
-	size_t lo = 0, hi;
+	size_t lo;
 
 	*p = (struct hgsync_place){ -1, -1, 0, 0, UINT64_MAX };
 	if (guest_id >= s->nr_guests)
 		return -ENOENT;
 	g = &s->guests[guest_id];
-	v = vcpu_find(s, g->vm.vm_pid, vcpu);
+	v = guest_vcpu(s, g, vcpu);
 	if (!v)
 		return -ENOENT;
 	p->tid = v->tid;
 	if (!v->nr_where)
 		return 0;
-	hi = v->nr_where;
-	while (hi - lo > 1) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (v->where[mid].host_tsc <= host_tsc)
-			lo = mid;
-		else
-			hi = mid;
-	}
+	lo = hg_partition(v->where, v->nr_where, sizeof(*v->where), where_at_or_before, &host_tsc);
+	lo = lo ? lo - 1 : 0;
 	if (v->where[lo].host_tsc > host_tsc) {
 		p->until_tsc = v->where[lo].host_tsc;
 		return 0;
@@ -1968,7 +2671,8 @@ int hgsync_to_host_by(const struct hgsync *s, uint32_t guest_id, int vcpu, uint3
 	g = &s->guests[guest_id];
 	if (method == HGCOR_METHOD_KVM_EXACT)
 		return to_host_kvm(s, g, vcpu, clock, guest_value, r);
-	if (method == HGCOR_METHOD_PROBE || method == HGCOR_METHOD_EXIT)
+	if (method == HGCOR_METHOD_PROBE || method == HGCOR_METHOD_EXIT ||
+	    method == HGSYNC_METHOD_MARKER)
 		return to_host_probe(s, g, vcpu, clock, guest_value, method, r);
 	/*
 	 * The best method first: KVM's own numbers; else the fitted line
@@ -1989,5 +2693,19 @@ int hgsync_to_host_by(const struct hgsync *s, uint32_t guest_id, int vcpu, uint3
 		if (!ret2 || ret == -ENOENT)
 			ret = ret2;
 	}
+	if (ret && g->nr_mpairs) {
+		/* Marker pairings: where nothing else maps, or tighter. */
+		struct hgsync_result rm;
+		int ret4 = to_host_probe(s, g, vcpu, clock, guest_value, HGSYNC_METHOD_MARKER,
+					 &rm);
+
+		if (!ret4 && (ret || rm.bound_ns < r->bound_ns)) {
+			*r = rm;
+			ret = 0;
+		}
+	}
+	/* Without an agent, what the host's records and markers do not map has no mapping. */
+	if (ret == -ENODATA && g->agentless)
+		ret = -ENOENT;
 	return ret;
 }

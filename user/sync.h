@@ -19,7 +19,7 @@
 
 #include "corr.h"
 
-#define HGSYNC_MAX_GUESTS	64
+#define HGSYNC_MAX_GUESTS	1024
 #define HGSYNC_NO_BOUND		UINT64_MAX
 
 /* Clocks hgsync_to_host() converts (HGCOR_CLOCK_* plus local_clock). */
@@ -99,9 +99,61 @@ struct hgsync_xpair {
 	uint32_t reserved;
 };
 
+/*
+ * One probe or exit pairing on one clock, as the fitted methods see it:
+ * the host value at guest value @x lay in [@lo, @hi] (clock units: TSC
+ * counts or ns).  Grouped by (clock, vCPU, method, epoch: the host TSC
+ * where its segment's epoch starts), sorted by @x within a group, so that
+ * a conversion finds the samples on either side of its value
+ * (Documentation/sync.rst, "Between samples: steps").
+ */
+struct hgsync_sample {
+	uint32_t clock;
+	int32_t vcpu;
+	uint32_t method;
+	uint32_t seg;		/* the index of its segment in segs */
+	uint64_t epoch;		/* host_tsc_start of the sample's segment */
+	uint64_t x, lo, hi;
+};
+
+/*
+ * Between two samples the true rate (host units per guest unit) stays
+ * within this many ppm of nominal (1 for ns; the host's TSC kHz over the
+ * guest's for counts): the drift a bound adds per unit of distance.
+ */
+#define HGSYNC_RATE_TOL_PPM	100
+
+/*
+ * Marker pairing (Documentation/sync.rst, "Guests without the module"):
+ * fitted like exit pairings from `hgclock pairmark`'s trace_marker pairs
+ * in a guest trace.dat joined with the host's EXIT_HOST records
+ * (markpair.h).  Never in a file's SEGMENTS: added by merge and convert
+ * (hgsync_add_markpairs()), after the file is loaded.
+ */
+#define HGSYNC_METHOD_MARKER	4
+
+/*
+ * One marker pairing on the guest trace's own clock (hgsync_guest.
+ * marker_clock): the host's value of that clock at the exit, @host_value,
+ * was read while the guest's clock went from @guest_begin to @guest_end.
+ */
+struct hgsync_mpair {
+	int32_t guest_cpu;
+	uint32_t reserved;
+	uint64_t guest_begin, guest_end;
+	uint64_t host_value;		/* host TSC, sched_clock or local_clock */
+	uint64_t host_tsc;		/* the host's TSC at the exit */
+};
+
 struct hgsync_guest {
 	uint32_t id;
 	int present;			/* a GUEST_INFO section was seen */
+	/*
+	 * No GUEST_INFO but a GUEST_VM naming a VM (record --guest vm=PID
+	 * without an agent): only the host's records map it (kvm-exact on
+	 * x86-tsc), and marker pairings added later (hgsync_add_markpairs()).
+	 */
+	int agentless;
 	struct hgclock_info info;
 	struct hgcor_guest_vm vm;	/* vm.vm_pid -1: unknown */
 	struct hgsync_convs *convs;	/* per guest CPU */
@@ -115,8 +167,8 @@ struct hgsync_guest {
 	struct hgcor_segment *segs;	/* chosen mapping, sorted */
 	size_t nr_segs, cap_segs;
 	uint64_t *seg_maxend;		/* find_seg() index, see index_segs() */
-	uint64_t *seg_probe_lo;		/* PROBE/EXIT segments: the span of the */
-	uint64_t *seg_probe_hi;		/* guest values of their samples (index_segs()) */
+	struct hgsync_sample *samples;	/* PROBE/EXIT samples by group, x (index_samples()) */
+	size_t nr_samples;
 	int indexed;
 	uint64_t kvm_checked, kvm_agree; /* probes and pairings checked against KVM exact */
 	/*
@@ -129,7 +181,34 @@ struct hgsync_guest {
 	uint64_t pv_sched_offset;
 	uint64_t pv_checked, pv_agree;
 	uint64_t pv_clamp_ns;
+	/*
+	 * vCPU identity (sync.rst): guest CPU n is KVM's vcpu_id
+	 * cpu_vcpu[n], its APIC ID from the agent's CPU_MAP (-1: a CPU the
+	 * map does not name); vcpu_cpu[] is the reverse, indexed by vcpu_id
+	 * (nr_vcpu_cpu entries).  Without a map (nr_cpu_vcpu 0) guest
+	 * CPU n is taken to be vcpu_id n and id_flags says so.  Every
+	 * "vcpu" of this API, and a segment's vcpu_id, is the guest CPU.
+	 */
+	int32_t *cpu_vcpu;
+	unsigned int nr_cpu_vcpu;
+	int32_t *vcpu_cpu;
+	unsigned int nr_vcpu_cpu;	/* the map's largest vcpu_id + 1 */
+	uint32_t id_flags;		/* HGSYNC_ID_* */
+	uint32_t id_nr_vcpus;		/* the VM's tracked vCPUs (vcpu_id >= 0) */
+	int32_t id_max_vcpu;		/* their largest vcpu_id, -1 none */
+	uint64_t id_pairs_checked;	/* exit pairings whose host half was found */
+	uint64_t id_pairs_other;	/* ... on another vcpu_id than the identity's */
+	struct hgsync_mpair *mpairs;	/* marker pairings (hgsync_add_markpairs()) */
+	size_t nr_mpairs;
+	uint32_t marker_clock;		/* their clock, HGSYNC_CLOCK_*; 0 none */
 };
+
+/* hgsync_guest.id_flags */
+#define HGSYNC_ID_MAP		(1u << 0) /* from the agent's CPU map (APIC IDs) */
+#define HGSYNC_ID_ASSUMED	(1u << 1) /* no map: guest CPU n = vcpu_id n, assumed */
+#define HGSYNC_ID_GAPS		(1u << 2) /* the VM's vcpu_ids are not 0..n-1 */
+#define HGSYNC_ID_CHANGED	(1u << 3) /* maps disagree (hotplug): the last is used */
+#define HGSYNC_ID_PAIRS_DISAGREE (1u << 4) /* exit pairings ran on other vcpu_ids */
 
 struct hgsync {
 	struct hgclock_info host_info;
@@ -137,10 +216,21 @@ struct hgsync {
 	unsigned int nr_host_cpus;
 	struct hgsync_vcpu *vcpus;
 	size_t nr_vcpus, cap_vcpus;
+	uint32_t *vcpu_slots;			/* hash of vcpus by (vm_pid, vcpu_id) */
+	size_t nr_vcpu_slots;			/* a power of two, or 0 */
+	uint64_t vcpu_seed;			/* the hash's, per load */
 	struct hgclock_rec_exit_host *hpairs;	/* the host's halves, sorted (key, seq) */
 	size_t nr_hpairs, cap_hpairs;
-	struct hgsync_guest guests[HGSYNC_MAX_GUESTS];
+	/*
+	 * Indexed by guest id, allocated as the file names guests (at most
+	 * HGSYNC_MAX_GUESTS): usually a few, so that a struct hgsync is small
+	 * enough for any thread's stack.  An id below nr_guests that the
+	 * file never named holds only its id and vm.vm_pid -1.  Never grows
+	 * after hgsync_load(): pointers to a guest last until hgsync_free().
+	 */
+	struct hgsync_guest *guests;
 	unsigned int nr_guests;		/* highest id + 1 */
+	unsigned int cap_guests;	/* entries allocated */
 	int has_file_segments;		/* the file carried a SEGMENTS section */
 	int complete;			/* the file had its END */
 };
@@ -150,16 +240,63 @@ struct hgsync {
 #define HGSYNC_IGNORE_SEGMENTS	(1 << 1) /* recompute even if the file has them */
 
 /*
- * Reads the correlation file in @buf/@len into @s.  0, or a negative
- * hgcor_err (hgcor_strerror()), or -ENOMEM.  @err_pos gets the byte
+ * Reads the correlation file in @buf/@len into @s (whatever @s held is
+ * overwritten, not freed).  0, or a negative hgcor_err (hgcor_strerror()),
+ * or -ENOMEM; on an error @s holds nothing to free.  A guest id of
+ * HGSYNC_MAX_GUESTS or more is HGCOR_E_CONTENT.  @err_pos gets the byte
  * offset where reading stopped.  Segments come from the file's SEGMENTS
  * section when it has one, otherwise call hgsync_build().
  */
 int hgsync_load(struct hgsync *s, const void *buf, size_t len, int flags, size_t *err_pos);
+/* Frees what @s holds and zeroes it; a zeroed @s is left as it is. */
 void hgsync_free(struct hgsync *s);
 
-/* Computes every guest's segments from the model; 0 or -ENOMEM. */
+/*
+ * KVM's vcpu_id of guest CPU @cpu of guest @guest_id (the CPU map's APIC
+ * ID; @cpu itself without a map), -1 when unknown.  hgsync_vcpu_guest_cpu()
+ * is the reverse.
+ */
+int hgsync_guest_vcpu_id(const struct hgsync *s, uint32_t guest_id, int cpu);
+int hgsync_vcpu_guest_cpu(const struct hgsync *s, uint32_t guest_id, int vcpu_id);
+/*
+ * One line for the user on how guest @guest_id's CPUs were matched with
+ * KVM's vCPUs, into @buf: when it was assumed (no CPU map), and why it is
+ * likely wrong (vcpu_ids with gaps, exit pairings on other vCPUs) or the
+ * map changed.  Returns 2 when it is doubtful (likely wrong: warn), 1
+ * when it is only assumed (show it), 0 when it came from a map that
+ * agrees with everything (@buf empty).
+ */
+int hgsync_identity_note(const struct hgsync *s, uint32_t guest_id, char *buf, size_t len);
+
+/*
+ * Computes every guest's segments from the model (guests with agent data,
+ * and agentless guests whose VM is known); 0 or -ENOMEM.
+ */
 int hgsync_build(struct hgsync *s);
+
+/* Whether guest @guest_id is in the file: with agent data or an agentless VM. */
+int hgsync_guest_known(const struct hgsync *s, uint32_t guest_id);
+
+struct hg_markpair;
+/*
+ * Adds @n marker pairings of guest @guest_id (hg_markpair_collect() on its
+ * trace.dat: @p's guest_clock, HGSYNC_CLOCK_*, is the trace's clock, one
+ * for all) and fits HGSYNC_METHOD_MARKER segments from them per guest CPU,
+ * replacing the guest's previous marker pairings; the other segments stay.
+ * A pair whose host value cannot be had on that clock (perf: no host
+ * local_clock offset) is skipped.  0, -EINVAL (unknown guest, clocks
+ * differ), -ENOMEM.
+ */
+int hgsync_add_markpairs(struct hgsync *s, uint32_t guest_id, const struct hg_markpair *p,
+			 size_t n);
+
+/*
+ * Why guest @guest_id's clock @clock has no mapping when a conversion
+ * said -ENOENT or -ENODATA: one line into @buf (empty when no reason is
+ * known beyond "no segment covers it").  Returns @buf.
+ */
+const char *hgsync_no_map_reason(const struct hgsync *s, uint32_t guest_id, uint32_t clock,
+				 char *buf, size_t len);
 
 /* The result of one conversion. */
 struct hgsync_result {
@@ -172,8 +309,9 @@ struct hgsync_result {
 };
 
 /*
- * Converts @guest_value of clock @clock (HGSYNC_CLOCK_*), read on vCPU
- * @vcpu of guest @guest_id, to the host's same clock.  0, -ENOENT when
+ * Converts @guest_value of clock @clock (HGSYNC_CLOCK_*), read on guest
+ * CPU @vcpu (the guest's CPU number, as its trace shows it; not KVM's
+ * vcpu_id) of guest @guest_id, to the host's same clock.  0, -ENOENT when
  * no segment covers it, -ENODATA when a needed conversion is missing.
  */
 int hgsync_to_host(const struct hgsync *s, uint32_t guest_id, int vcpu, uint32_t clock,
@@ -192,7 +330,8 @@ struct hgsync_place {
 };
 
 /*
- * Where vCPU @vcpu of guest @guest_id was at host TSC @host_tsc, from the
+ * Where guest CPU @vcpu of guest @guest_id (its vCPU thread: the vcpu_id
+ * hgsync_guest_vcpu_id() gives) was at host TSC @host_tsc, from the
  * host's tracking records.  0, or -ENOENT (no such vCPU thread known).
  */
 int hgsync_vcpu_place(const struct hgsync *s, uint32_t guest_id, int vcpu, uint64_t host_tsc,
@@ -237,7 +376,10 @@ int hgsync_fit(struct hgsync_obs *obs, size_t n, struct hgcor_segment *seg);
 uint64_t hgsync_probe_apply(const struct hgcor_segment *seg, uint64_t guest_value);
 
 const char *hgsync_method_name(uint32_t method);
-/* "auto" (0), "kvm-exact" (or "kvm"), "probe", "exit": HGCOR_METHOD_*; -1 else. */
+/*
+ * "auto" (0), "kvm-exact" (or "kvm"), "probe", "exit": HGCOR_METHOD_*,
+ * "marker": HGSYNC_METHOD_MARKER; -1 else.
+ */
 int hgsync_method_parse(const char *name);
 const char *hgsync_clock_name(uint32_t clock);
 

@@ -4,13 +4,20 @@
 Usage: check_merge.py HGCLOCK DIR
 
 DIR holds merge.hgc (hgclock record), host.dat and host-guest.dat
-(trace-cmd record -A) and vcpu-tids ("vcpu tid" from qemu's thread
-names).  Runs hgclock merge, then checks every converted guest event
-against the host's own trace, which hgclock did not write: a guest event
-can only happen while its vCPU is in guest mode, i.e. between a
+(trace-cmd record -A), vcpu-tids ("n tid" from qemu's "CPU n/KVM" thread
+names) and guest-apic ("cpu apicid" per guest CPU, from the guest's
+/proc/cpuinfo).  Runs hgclock merge, then checks every converted guest
+event against the host's own trace, which hgclock did not write: a guest
+event can only happen while its vCPU is in guest mode, i.e. between a
 kvm_entry and the next kvm_exit of its vCPU thread on the host, and on
-the host CPU of that kvm_entry.  Prints TAP lines (merge.*).
+the host CPU of that kvm_entry.  Guest CPU c is KVM's vCPU whose
+vcpu_id (kvm_entry's "vcpu N") is c's APIC ID: with a gapped topology
+neither c nor qemu's thread number n is that id.  With
+HGCLOCK_EXPECT_APIC_GAP=1 the guest's APIC IDs must have a gap (else the
+topology did not take and the check proves nothing).  Prints TAP lines
+(merge.*).
 """
+import re
 import decimal
 import json
 import os
@@ -49,16 +56,31 @@ def main():
         trace = json.load(f, parse_float=decimal.Decimal)
     tap(True, "json_loads", "%d trace events" % len(trace["traceEvents"]))
 
-    tids = {}
+    tids = set()
     with open(os.path.join(d, "vcpu-tids")) as f:
         for line in f:
-            v, t = line.split()
-            tids[int(t)] = int(v)
+            tids.add(int(line.split()[1]))
+    # Guest CPU -> APIC ID, as the guest's kernel saw it.
+    apic = {}
+    try:
+        with open(os.path.join(d, "guest-apic")) as f:
+            for line in f:
+                c, a = line.split()
+                apic[int(c)] = int(a)
+    except OSError:
+        pass
+    gap = any(c != a for c, a in apic.items())
+    want_gap = os.environ.get("HGCLOCK_EXPECT_APIC_GAP") == "1"
+    tap(bool(apic) and (gap or not want_gap), "guest_apic_ids",
+        "guest CPU:APIC ID " + (" ".join("%d:%d" % x for x in sorted(apic.items())) or "none") +
+        (" (a gap, as the topology asks)" if gap else " (no gap)"))
 
-    # The host's KVM entries and exits per vCPU thread, in host time.
-    kvm = {v: [] for v in tids.values()}
+    # The host's KVM entries and exits per vCPU (kvm_entry's vcpu_id;
+    # kvm_exit has no vcpu field: its thread's last kvm_entry's), in host
+    # time, for the guest's vCPU threads only.
+    tid_vcpu = {}
+    events = []
     guest = []
-    host_cpus = {v: set() for v in tids.values()}
     nhost = 0
     for e in trace["traceEvents"]:
         if e.get("ph") != "i":
@@ -67,13 +89,24 @@ def main():
             nhost += 1
             a = e["args"]
             if e["name"] in ("kvm_entry", "kvm_exit") and a["pid"] in tids:
-                v = tids[a["pid"]]
-                kvm[v].append((ns(e["ts"]), e["name"] == "kvm_entry", e["tid"]))
-                host_cpus[v].add(e["tid"])
+                if e["name"] == "kvm_entry":
+                    m = re.search(r"\bvcpu (\d+)", a.get("info", ""))
+                    if m:
+                        tid_vcpu[a["pid"]] = int(m.group(1))
+                events.append((ns(e["ts"]), e["name"] == "kvm_entry", e["tid"], a["pid"]))
         elif e["pid"] == 100:
             guest.append(e)
-    for v in kvm:
-        kvm[v].sort(key=lambda x: x[0])
+    events.sort(key=lambda x: x[0])
+    kvm = {}
+    host_cpus = {}
+    for t, entry, cpu, pid in events:
+        if pid not in tid_vcpu:
+            continue
+        v = tid_vcpu[pid]
+        kvm.setdefault(v, []).append((t, entry, cpu))
+        host_cpus.setdefault(v, set()).add(cpu)
+    tap(bool(apic) and set(kvm) == set(apic.values()), "kvm_vcpu_ids_are_apic_ids",
+        "kvm_entry vcpu ids %s, guest APIC IDs %s" % (sorted(kvm), sorted(apic.values())))
     tap(len(guest) >= 100, "guest_events", "%d guest events, %d host events" % (len(guest), nhost))
     unmapped = [e for e in guest if e["args"].get("mapping") == "none"]
     tap(not unmapped, "all_mapped", "%d of %d guest events unmapped" % (len(unmapped), len(guest)))
@@ -86,7 +119,7 @@ def main():
     inside = outside = cpu_ok = cpu_bad = edge = 0
     examples = []
     for e in guest:
-        v, t = e["tid"], ns(e["ts"])
+        v, t = apic.get(e["tid"], e["tid"]), ns(e["ts"])
         if v not in keys or not keys[v]:
             edge += 1
             continue

@@ -2,6 +2,9 @@
 # hgclock agent and trace-cmd's agent serve the host; a light workload on
 # each vCPU gives the guest's trace scheduler events all along.
 echo "guest: kernel $(uname -r)"
+# Each CPU's APIC ID as this kernel knows it: the merge checks' truth of
+# which KVM vCPU (vcpu_id = APIC ID) ran which guest CPU.
+awk -F': *' '/^processor/ { c = $2 } /^apicid/ { print "APICID " c " " $2 }' /proc/cpuinfo
 events=${HGCLOCK_MERGE_GUEST_EVENTS:--e sched:sched_switch -e sched:sched_wakeup}
 # Enable the traced events once, now (see merge-host.sh).
 # shellcheck disable=SC2046

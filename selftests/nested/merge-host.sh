@@ -18,7 +18,20 @@ secs=${HGCLOCK_MERGE_SECONDS:-6}
 host_events=${HGCLOCK_MERGE_HOST_EVENTS:--e kvm:kvm_entry -e kvm:kvm_exit -e sched:sched_switch}
 guest_events=${HGCLOCK_MERGE_GUEST_EVENTS:--e sched:sched_switch -e sched:sched_wakeup}
 move_ms=${HGCLOCK_MERGE_MOVE_MS:-300}
-rm -f "$out"/merge.hgc "$out"/host.dat "$out"/host-guest.dat
+rm -f "$out"/merge.hgc "$out"/host.dat "$out"/host-guest.dat "$out"/libvirt.tap "$out"/guest-apic \
+	"$out"/merged-record.txt
+# With HGCLOCK_GUEST_LIBVIRT=1 (make check) the guest is a libvirt domain
+# (tools/vm/nested-libvirt.sh) and record finds it by name, from what
+# libvirt wrote; the facts that takes are TAP lines in libvirt.tap, which
+# tools/check.sh adds to the merge checks.
+spec=vsock:3
+lv_tap() {	# NAME COMMAND...: "ok/not ok N NAME" into libvirt.tap
+	local name=$1 n
+	shift
+	n=$(($(cat "$out/libvirt.tap" 2>/dev/null | wc -l) + 1))
+	if "$@"; then echo "ok $n $name"; else echo "not ok $n $name"; fi >>"$out/libvirt.tap"
+}
+[ "${HGCLOCK_GUEST_LIBVIRT:-0}" = 1 ] && spec=domain:guest
 
 insmod "$HGCLOCK_KO" || { echo "merge: insmod failed"; return 1; }
 # The traced events enabled once before the guest starts (nested-lib.sh):
@@ -28,10 +41,16 @@ hold_text_patches $(printf '%s\n' $host_events | grep -v '^-e$') || return 1
 guest_start || return 1
 guest_wait GUEST-WAITING 300 >/dev/null || { echo "merge: the guest never came up"; return 125; }
 echo "merge: guest up"
-"$tool" record -o "$out/merge.hgc" --duration 900 --guest vsock:3 2>"$out/record.err" &
-recorder=$!
-sleep 2
-
+# The guest's CPU -> APIC ID lines, printed before GUEST-WAITING (whole).
+grep -a -o 'APICID [0-9]* [0-9]*' "$HGCLOCK_GUEST_CONSOLE" | cut -d' ' -f2,3 >"$out/guest-apic"
+echo "merge: guest CPU APIC IDs: $(tr '\n' ' ' <"$out/guest-apic")"
+if [ "$spec" = domain:guest ]; then
+	# libvirt's pid file names the guest's QEMU, whose command line has
+	# the vsock device in JSON form (not guest-cid=3).
+	tr '\0' '\n' <"/proc/$HGCLOCK_GUEST_PID/cmdline" >"$out/qemu-cmdline"
+	lv_tap libvirt.pid_file_names_guest [ "$(cat /run/libvirt/qemu/guest.pid 2>/dev/null)" = "$HGCLOCK_GUEST_PID" ]
+	lv_tap libvirt.cmdline_json_vsock grep -q '^{"driver":"vhost-vsock-pci".*"guest-cid":3[,}]' "$out/qemu-cmdline"
+fi
 # Move each vCPU thread to the other host CPU every move_ms, all along.
 guest_vcpu_tids >"$out/vcpu-tids"
 rm -f /tmp/stop-moving
@@ -48,19 +67,34 @@ rm -f /tmp/stop-moving
 ) &
 mover=$!
 
-# Options before -A are the host's, after it the guest's; -o first.
+# One command, as README's quick start: record for the life of
+# trace-cmd record -A, then merge what it wrote (host.dat, and the
+# guest's host-guest.dat found by the VM's name) into merged-record.txt.
+# trace-cmd's options before -A are the host's, after it the guest's.
 # shellcheck disable=SC2086
-(cd /tmp && trace-cmd record -o "$out/host.dat" -C local $host_events \
-	-A @3 --name guest -C local $guest_events sleep "$secs") >"$out/trace-cmd.log" 2>&1
-tc=$?
+(cd /tmp && "$tool" record -o "$out/merge.hgc" --guest "$spec" \
+	--merge "$out/merged-record.txt" --merge-host "$out/host.dat" -- \
+	trace-cmd record -o "$out/host.dat" -C local $host_events \
+	-A @3 --name guest -C local $guest_events sleep "$secs") >"$out/trace-cmd.log" 2>"$out/record.err"
+rc=$?
 touch /tmp/stop-moving
 wait $mover
-echo "merge: trace-cmd record exit $tc, vCPU moves $(cat /tmp/moves 2>/dev/null)"
+echo "merge: record -- trace-cmd record exit $rc, vCPU moves $(cat /tmp/moves 2>/dev/null)"
 tail -n 4 "$out/trace-cmd.log"
-kill -INT $recorder
-wait $recorder
-rc=$?
-sed 's/^/# record: /' "$out/record.err" | tail -n 3
+sed 's/^/# record: /' "$out/record.err" | tail -n 5
+tc=0
+grep -q 'not merging' "$out/record.err" && tc=1
+if [ "$spec" = domain:guest ]; then
+	"$tool" dump "$out/merge.hgc" >"$out/merge-dump.txt" 2>&1
+	grep -a '^guest0:' "$out/merge-dump.txt" | sed 's/^/merge: /'
+	lv_tap libvirt.record_domain_finds_vm grep -q "^guest0: domain:guest.*VM process $HGCLOCK_GUEST_PID " \
+		"$out/merge-dump.txt"
+	lv_tap libvirt.record_domain_kvm_exact grep -Eq 'guest 0: [1-9][0-9]* kvm-exact segments' "$out/record.err"
+	# --merge found the guest's trace by the domain's name and merged.
+	lv_tap libvirt.record_merge_one_command sh -c "[ $rc -eq 0 ] &&
+		grep -q -- '--guest 0=$out/host-guest.dat' '$out/record.err' &&
+		grep -q '^g0 v1 .* kvm-exact}' '$out/merged-record.txt'"
+fi
 guest_send DONE
 guest_wait "guest: done" 60 >/dev/null
 hold_release

@@ -19,6 +19,15 @@ for round in 0 1 2 3; do
 	done
 done
 echo "MARKS-DONE"
+# A second series while the host records this VM without its agent.
+host_wait MARKS2 || exit 1
+for round in 5 6; do
+	for cpu in 0 1; do
+		taskset -c $cpu hgclock mark --json --count 10 --interval 30 \
+			--first $((round * 100 + cpu * 10)) | sed 's/^/MARK /'
+	done
+done
+echo "MARKS2-DONE"
 host_wait DONE || exit 1
 kill $agent 2>/dev/null
 wait $agent

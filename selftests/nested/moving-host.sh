@@ -39,12 +39,33 @@ sleep 1
 kill -INT $recorder
 if wait $recorder; then tap ok nested_moving.record; else tap not-ok nested_moving.record; fi
 sed 's/^/# /' /tmp/moving.err | tail -n 5
+# The same VM recorded from the host alone (--guest vm=PID: no agent, as
+# for a guest without the module) while the guest places a second series
+# of markers (seq 500 and up): its x86-tsc values must be KVM-exact from
+# the host's records only, its local ones refused.
+"$tool" record -o "$out/moving-noagent.hgc" --duration 600 --guest "vm=$HGCLOCK_GUEST_PID" \
+	2>/tmp/moving-noagent.err &
+recorder=$!
+sleep 2
+guest_send MARKS2
+guest_wait MARKS2-DONE 300 >/dev/null
+sleep 1
+kill -INT $recorder
+if wait $recorder; then tap ok nested_moving.noagent_record; else tap not-ok nested_moving.noagent_record; fi
+sed 's/^/# /' /tmp/moving-noagent.err | tail -n 3
 echo 0 >$truth/tracing_on
 cat $truth/trace >"$out/truth.txt"
 echo 0 >$truth/events/kvm/kvm_write_tsc_offset/enable
 echo 0 >$truth/events/kvm/kvm_cpuid/enable
 rmdir $truth 2>/dev/null
 grep -a -o 'MARK {[^}]*}' "$HGCLOCK_GUEST_CONSOLE" | sed 's/^MARK //' >"$out/marks.jsonl"
+# The guest ends before the checks, which need only the files: on
+# 2026-12-02 the host VM died silently (qemu gone, no console message,
+# classed infra) in 4 of 10 moving runs, 3 of them while the checks ran
+# and the guest idled.  The cause is not known (Documentation/testing.rst).
+guest_send DONE
+guest_wait "guest: done" 120 >/dev/null
+guest_wait "HGCLOCK-GUEST-EXIT:" 120 >/dev/null
 "$tool" dump --json "$out/moving.hgc" >/tmp/moving.jsonl 2>/tmp/dump.err
 [ $? -eq 0 ] && tap ok nested_moving.file_complete ||
 	{ tap not-ok nested_moving.file_complete; sed 's/^/# /' /tmp/dump.err; }
@@ -57,10 +78,17 @@ for t in offsets_moved pvclock_records tsc_exact local_kvm_exact local_within_10
 	check_moving $t && tap ok nested_moving.$t || tap not-ok nested_moving.$t
 done
 [ $rc -le 1 ] || tap not-ok nested_moving.checker "exit $rc"
+"$tool" dump --json "$out/moving-noagent.hgc" >/tmp/moving-noagent.jsonl 2>/tmp/dump.err ||
+	sed 's/^/# /' /tmp/dump.err
+python3 "$check" moving_noagent "$tool" "$out/moving-noagent.hgc" /tmp/moving-noagent.jsonl \
+	"$out/marks.jsonl" "$out/truth.txt" "$out/offsets-start" "$out/moving-noagent-results.json"
+rc=$?
+check_noagent() { python3 -c "import json,sys; r=json.load(open('$out/moving-noagent-results.json')); sys.exit(0 if r.get('$1') else 1)" 2>/dev/null; }
+for t in tsc_exact local_refused; do
+	check_noagent $t && tap ok nested_moving.noagent_$t || tap not-ok nested_moving.noagent_$t
+done
+[ $rc -le 1 ] || tap not-ok nested_moving.noagent_checker "exit $rc"
 
-guest_send DONE
-guest_wait "guest: done" 120 >/dev/null
-guest_wait "HGCLOCK-GUEST-EXIT:" 120 >/dev/null
 hold_release
 rmmod hgclock && tap ok nested_moving.rmmod || tap not-ok nested_moving.rmmod
 errs=$(dmesg | grep -E 'WARNING:|BUG:|Oops|general protection|lockdep|KASAN|UBSAN|Call Trace')

@@ -3,6 +3,8 @@
  * Unit tests of libhgclock's pure helpers and the tool's parsing helpers.
  */
 #include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <sys/socket.h>
 #include <unistd.h>
 #include <string.h>
@@ -10,7 +12,9 @@
 #include "kselftest_harness.h"
 #include "libhgclock.h"
 #include "cmd.h"
+#include "plot_axis.h"
 #include "proto.h"
+#include "vcpu_lines.h"
 
 TEST(role_names)
 {
@@ -117,6 +121,130 @@ TEST(proto_connect_specs)
 	EXPECT_EQ(-EINVAL, hgp_connect("vsock:", err, sizeof(err)));
 	EXPECT_EQ(-EINVAL, hgp_connect("vsock:3:x", err, sizeof(err)));
 	EXPECT_EQ(-EINVAL, hgp_connect("tcp:nohostport", err, sizeof(err)));
+}
+
+/* ---- convert's standard input: "VCPU VALUE" lines ---- */
+
+TEST(vcpu_value_lines_strict)
+{
+	static const char *const bad[] = {
+		"", " ", "5", "0 -5", "-1 5", "+1 5", "0 18446744073709551616",
+		"0 99999999999999999999999", "4096 5", "0 5 6", "0 5x", "0x10 5", "0 0x10",
+		"0\t5 #", "a b", "0 5\n",
+	};
+	uint64_t v, x;
+
+	ASSERT_TRUE(hg_parse_vcpu_value("3 18446744073709551615", 22, 4095, &v, &x));
+	EXPECT_EQ(3, v);
+	EXPECT_EQ(UINT64_MAX, x);
+	ASSERT_TRUE(hg_parse_vcpu_value(" 4095\t 7 \r", 10, 4095, &v, &x));
+	EXPECT_EQ(4095, v);
+	EXPECT_EQ(7, x);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		EXPECT_FALSE(hg_parse_vcpu_value(bad[i], strlen(bad[i]), 4095, &v, &x))
+			TH_LOG("'%s' accepted", bad[i]);
+	}
+	/* A NUL inside the line is junk too. */
+	EXPECT_FALSE(hg_parse_vcpu_value("0 5\0" "7", 5, 4095, &v, &x));
+}
+
+/* Reads @text as standard input: the values read, until the first error. */
+static int read_lines(const char *text, uint64_t *vals, size_t max, size_t *n,
+		      unsigned long *lineno)
+{
+	FILE *f = fmemopen((void *)text, strlen(text), "r");
+	struct hg_line_reader lr = { .in = f };
+	uint64_t v, x;
+	int ret;
+
+	*n = 0;
+	if (!f)
+		return -ENOMEM;
+	while ((ret = hg_read_vcpu_value(&lr, 4095, &v, &x)) > 0)
+		if (*n < max)
+			vals[(*n)++] = x;
+	*lineno = lr.lineno;
+	hg_line_reader_free(&lr);
+	fclose(f);
+	return ret;
+}
+
+TEST(vcpu_value_stdin)
+{
+	uint64_t vals[4];
+	unsigned long lineno;
+	char *longline;
+	size_t n;
+
+	ASSERT_EQ(0, read_lines("0 5\n1 6\n1 7", vals, 4, &n, &lineno));
+	EXPECT_EQ(3, n);
+	EXPECT_EQ(7, vals[2]);
+	/* -5 was read as 18446744073709551611, an overlong number as UINT64_MAX. */
+	EXPECT_EQ(-EINVAL, read_lines("0 5\n0 -5\n", vals, 4, &n, &lineno));
+	EXPECT_EQ(1, n);
+	EXPECT_EQ(2, lineno);
+	EXPECT_EQ(-EINVAL, read_lines("0 184467440737095516160\n", vals, 4, &n, &lineno));
+	EXPECT_EQ(0, n);
+	EXPECT_EQ(1, lineno);
+	/*
+	 * A line over 255 characters was split in two: its tail read as a
+	 * second line, converting a wrong value.  Now it is one bad line.
+	 */
+	longline = malloc(400);
+	ASSERT_NE(NULL, longline);
+	memset(longline, ' ', 399);
+	longline[399] = '\0';
+	memcpy(longline, "0", 1);
+	memcpy(longline + 250, "12345678", 8);	/* splits at 255: "0    ...  12345" */
+	memcpy(longline + 300, "x 5\n", 4);
+	EXPECT_EQ(-EINVAL, read_lines(longline, vals, 4, &n, &lineno));
+	EXPECT_EQ(0, n);
+	EXPECT_EQ(1, lineno);
+	/* Long but well-formed: one line, one value. */
+	memset(longline, ' ', 399);
+	memcpy(longline, "1", 1);
+	memcpy(longline + 380, "42\n", 3);
+	longline[383] = '\0';
+	ASSERT_EQ(0, read_lines(longline, vals, 4, &n, &lineno));
+	EXPECT_EQ(1, n);
+	EXPECT_EQ(42, vals[0]);
+	free(longline);
+}
+
+/* ---- plot's axes ---- */
+
+TEST(plot_axis_ticks)
+{
+	double t[HG_AXIS_MAX_TICKS];
+	size_t n = hg_axis_ticks(0.3, 9.7, t, HG_AXIS_MAX_TICKS);
+
+	ASSERT_EQ(9, n);
+	EXPECT_EQ(1.0, t[0]);
+	EXPECT_EQ(9.0, t[8]);
+	EXPECT_EQ(0, hg_axis_ticks(5, 1, t, HG_AXIS_MAX_TICKS));
+	EXPECT_EQ(0, hg_axis_ticks(0, 1.0 / 0.0, t, HG_AXIS_MAX_TICKS));
+}
+
+/*
+ * Probe times near 2^64 ns: a step below the doubles' resolution there
+ * stopped moving `t += step`, and plot looped forever, its output
+ * growing.  Now a bounded number of distinct ticks.
+ */
+TEST(plot_axis_near_2_64)
+{
+	double top = 18446744073.709551615;	/* 2^64 ns in seconds */
+	double t[HG_AXIS_MAX_TICKS];
+	size_t n;
+
+	n = hg_axis_ticks(top - 1e-7, top, t, HG_AXIS_MAX_TICKS);
+	EXPECT_GE(HG_AXIS_MAX_TICKS, n);
+	for (size_t i = 1; i < n; i++)
+		EXPECT_LT(t[i - 1], t[i]);
+	n = hg_axis_ticks(top, top, t, HG_AXIS_MAX_TICKS);
+	EXPECT_GE(1, n);
+	n = hg_axis_ticks(0, top, t, HG_AXIS_MAX_TICKS);
+	EXPECT_LT(0, n);
+	EXPECT_GE(HG_AXIS_MAX_TICKS, n);
 }
 
 TEST_HARNESS_MAIN

@@ -6,15 +6,19 @@
  * module absent, loaded, and loaded with both processes tracked, and
  * prints the ratios.
  *
- *   bench_pingpong ROUNDS [track]
+ *   bench_pingpong ROUNDS [track [NR_OTHERS]]
  *
  * With "track", both processes are tracked through HGCLOCK_IOC_TRACK (the
  * probes' full path for a tracked thread: lookup and a record per switch).
+ * NR_OTHERS more threads, asleep, are tracked too: the table as full as
+ * on a host with that many vCPUs, which must not slow the lookups down.
  */
+#include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -30,15 +34,60 @@ static void pin0(void)
 	sched_setaffinity(0, sizeof(set), &set);
 }
 
+/* The other tracked threads sleep in read() until the pipe closes. */
+static int sleep_pipe[2];
+
+static void *sleeper(void *arg)
+{
+	char c;
+
+	(void)arg;
+	if (read(sleep_pipe[0], &c, 1) < 0)
+		return NULL;
+	return NULL;
+}
+
+static pid_t gettid_(void)
+{
+	return (pid_t)syscall(SYS_gettid);
+}
+
+struct sleeper_arg {
+	pid_t tid;
+};
+
+static void *sleeper_tid(void *arg)
+{
+	((struct sleeper_arg *)arg)->tid = gettid_();
+	return sleeper(NULL);
+}
+
 int main(int argc, char **argv)
 {
 	long rounds = argc > 1 ? atol(argv[1]) : 20000, i;
 	int track = argc > 2 && !strcmp(argv[2], "track");
+	long nr_others = argc > 3 ? atol(argv[3]) : 0;
+	struct sleeper_arg *others = NULL;
+	pthread_t *ths = NULL;
 	int ping[2], pong[2], fd = -1;
 	struct timespec t0, t1;
 	pid_t child;
 	char c = 0;
 
+	if (pipe(sleep_pipe))
+		return 1;
+	if (nr_others > 0) {
+		others = calloc(nr_others, sizeof(*others));
+		ths = calloc(nr_others, sizeof(*ths));
+		if (!others || !ths)
+			return 1;
+		for (i = 0; i < nr_others; i++)
+			if (pthread_create(&ths[i], NULL, sleeper_tid, &others[i]))
+				return 1;
+		for (i = 0; i < nr_others; i++)
+			while (!__atomic_load_n(&others[i].tid, __ATOMIC_ACQUIRE))
+				sched_yield();
+	}
 	pin0();
 	if (pipe(ping) || pipe(pong))
 		return 1;
@@ -64,6 +113,13 @@ int main(int argc, char **argv)
 			fprintf(stderr, "bench_pingpong: cannot track (module loaded? root?)\n");
 			return 1;
 		}
+		for (i = 0; i < nr_others; i++) {
+			if (hgclock_track(fd, others[i].tid, 1)) {
+				fprintf(stderr, "bench_pingpong: cannot track %ld threads\n",
+					nr_others + 2);
+				return 1;
+			}
+		}
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (i = 0; i < rounds; i++) {
@@ -75,8 +131,15 @@ int main(int argc, char **argv)
 	waitpid(child, NULL, 0);
 	if (fd >= 0) {
 		hgclock_track(fd, getpid(), 0);
+		for (i = 0; i < nr_others; i++)
+			hgclock_track(fd, others[i].tid, 0);
 		close(fd);
 	}
+	close(sleep_pipe[1]);
+	for (i = 0; i < nr_others; i++)
+		pthread_join(ths[i], NULL);
+	free(others);
+	free(ths);
 	printf("%.1f\n", ((t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec)) / rounds);
 	return 0;
 }

@@ -17,11 +17,21 @@
 #   HGCLOCK_BENCH_MERGE_DIR    use this recording instead of making one
 #   HGCLOCK_BENCH_MERGE_SECONDS  trace length (default 10)
 #   HGCLOCK_MERGE_KERNEL       kernel series of the host VM (default 6.12)
+#   HGCLOCK_BENCH_ATTEMPTS     attempts at the recording (default 3)
+#
+# Failed recording attempts are classified as in tools/bench/sync.sh
+# (tools/bench/attempts.sh): a report of ours fails, the emulator's
+# faults are retried, and when every attempt failed for the emulator's
+# reasons there are no figures and the exit status is 0.
 set -u -o pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$top"
+# shellcheck source=tools/vm/lib.sh
 . tools/vm/lib.sh
 build=${BUILD:-build}
+# shellcheck source=tools/bench/attempts.sh
+. tools/bench/attempts.sh
+attempts=${HGCLOCK_BENCH_ATTEMPTS:-3}
 tool=$build/user/hgclock
 [ -x "$tool" ] || { echo "bench: build first (make)" >&2; exit 1; }
 
@@ -32,21 +42,43 @@ if [ -z "$dir" ]; then
 	tools/build-module.sh "/usr/src/linux-headers-$kver" "$build/module" >/dev/null || exit 1
 	dir=$top/$build/bench/merge
 	mapfile -t files < <(vm_tracecmd_guest_files)
-	for attempt in 1 2 3; do
+	mkdir -p "$top/$build/bench"
+	cause_class=
+	for attempt in $(seq 1 "$attempts"); do
 		rm -rf "$dir"
 		echo "== merge: recording a host and a guest on $kver (attempt $attempt)"
+		log=$top/$build/bench/merge.attempt$attempt.out
+		vmlogs=$top/$build/bench/merge.attempt$attempt.vm
+		rm -rf "$vmlogs"
 		tools/vm/nested --kernel "$kver" --timeout 1200 "${files[@]}" \
+			--log-dir "$vmlogs" \
 			--env HGCLOCK_NESTED_LOGS="$dir" \
 			--env HGCLOCK_MERGE_SECONDS="${HGCLOCK_BENCH_MERGE_SECONDS:-10}" \
 			--env "HGCLOCK_MERGE_HOST_EVENTS=-e kvm -e sched -e irq -e timer" -- \
 			selftests/nested/merge-host.sh selftests/nested/merge-guest.sh \
-			>/tmp/hgclock-bench-merge.log 2>&1 && break
-		grep -q 'nested-host: host script exit 0' /tmp/hgclock-bench-merge.log &&
-			"$tool" dump --summary "$dir/merge.hgc" >/dev/null 2>&1 && break
-		grep -v '^guest| \[' /tmp/hgclock-bench-merge.log | tail -n 5 >&2
+			>"$log" 2>&1
+		rc=$?
+		[ $rc -eq 0 ] && { cause_class=; break; }
+		bench_attempt merge "$attempt" "$rc" "$log" "$vmlogs"
+		# A report of ours fails, whatever was recorded.
+		[ "$cause_class" = ours ] && break
+		grep -q 'nested-host: host script exit 0' "$log" &&
+			"$tool" dump --summary "$dir/merge.hgc" >/dev/null 2>&1 && { cause_class=; break; }
+		grep -v '^guest| \[' "$log" | tail -n 5 >&2
+		if [ "$cause_class" = infra ] && [ "$attempt" -lt "$attempts" ]; then
+			bench_retrying merge "$attempt"
+			continue
+		fi
+		break
 	done
+	case $cause_class in
+	ours) echo "bench: the nested recording failed (ours), see $log" >&2; exit 1 ;;
+	infra)
+		echo "bench: merge: no figures, every attempt failed for the emulator's reasons (see $build/bench/attempts.log)" >&2
+		exit 0 ;;
+	esac
 	[ -s "$dir/host.dat" ] && [ -s "$dir/host-guest.dat" ] && [ -s "$dir/merge.hgc" ] ||
-		{ echo "bench: the nested recording failed, see /tmp/hgclock-bench-merge.log" >&2; exit 1; }
+		{ echo "bench: the nested recording failed, see $log" >&2; exit 1; }
 fi
 
 # best of 3: "seconds max_rss_kb"; the command's own output and errors

@@ -27,6 +27,28 @@ for v in "$dbg"/vcpu*; do echo "${v##*/vcpu} $(cat "$v/tsc-offset")"; done >"$ou
 	2>"$out/record.err" &
 recorder=$!
 sleep 2
+# usage_sample: "wall_ns cpu_ticks file_bytes" of the recorder now: its
+# user+system time (/proc/PID/stat, clock ticks) and the size of the file
+# it is writing (FILE.tmp-XXXXXX until the end).
+usage_sample() {
+	local stat f bytes=0
+	stat=$(cat /proc/$recorder/stat 2>/dev/null) || return 1
+	stat=${stat##*) }
+	for f in "$out"/bench.hgc.tmp-*; do [ -f "$f" ] && bytes=$(stat -c %s "$f"); done
+	# shellcheck disable=SC2086
+	set -- $stat
+	echo "$(date +%s%N) $(( ${12} + ${13} )) $bytes"
+}
+# The record's cost per guest, idle: the guest idles (its agent answers
+# probes every 50 ms) for as long as a trace-cmd run lasts.  Busy: the
+# same measure over the trace-cmd runs below (the guest's trace-cmd agent
+# records and ships its buffers; every vCPU switch is a record).
+{ echo "ticks_per_s $(getconf CLK_TCK)"; echo "guest_vcpus $(guest_vcpu_tids | wc -l)"; } \
+	>"$out/record-usage.txt"
+echo "idle_start $(usage_sample)" >>"$out/record-usage.txt"
+sleep "$secs"
+echo "idle_end $(usage_sample)" >>"$out/record-usage.txt"
+echo "busy_start $(usage_sample)" >>"$out/record-usage.txt"
 rc=0
 for clock in ${HGCLOCK_BENCH_CLOCKS:-local x86-tsc}; do
 	# trace-cmd picks its sync protocol from the clock (kvm for x86-tsc).
@@ -37,6 +59,7 @@ for clock in ${HGCLOCK_BENCH_CLOCKS:-local x86-tsc}; do
 		echo "bench: trace-cmd record ($clock) failed (its figures will be missing)"
 	tail -n 3 "$out/tc-$clock.log"
 done
+echo "busy_end $(usage_sample)" >>"$out/record-usage.txt"
 kill -INT $recorder
 wait $recorder || rc=1
 sed 's/^/# /' "$out/record.err"

@@ -13,12 +13,22 @@
 #   HGCLOCK_BENCH_SECONDS   length of each trace-cmd recording (default 10)
 #   HGCLOCK_BENCH_CLOCKS    trace-cmd's clocks (default "local x86-tsc")
 #   HGCLOCK_BENCH_PROBE_BURST  hgclock record --probe-burst (default: its own)
+#   HGCLOCK_BENCH_ATTEMPTS  attempts per scenario (default 3)
+#
+# Each failed attempt is classified (tools/bench/attempts.sh): a report of
+# ours fails the scenario and is not retried, the emulator's faults, hangs
+# and dead VMs are retried; a scenario whose every attempt failed for
+# those reasons gives no figures and does not fail the benchmark.  Logs:
+# build/bench/sync-SCENARIO.attemptN.out and .vm/ (both consoles).
 set -u -o pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$top"
 # shellcheck source=tools/vm/lib.sh
 . tools/vm/lib.sh
 build=${BUILD:-build}
+# shellcheck source=tools/bench/attempts.sh
+. tools/bench/attempts.sh
+attempts=${HGCLOCK_BENCH_ATTEMPTS:-3}
 series=${HGCLOCK_SYNC_KERNEL:-6.12}
 kver=$(vm_series_kernel "$series")
 [ -n "$kver" ] || { echo "bench: no installed $series kernel" >&2; exit 1; }
@@ -34,14 +44,25 @@ for scenario in ${HGCLOCK_SYNC_SCENARIOS:-steady moving}; do
 	esac
 	echo "== sync $scenario: $kver, host VM $append"
 	ok=
-	for attempt in 1 2 3; do
+	name=sync-$scenario
+	mkdir -p "$build/bench"
+	cause_class=
+	for attempt in $(seq 1 "$attempts"); do
 		rm -rf "$build/nested"
-		log=/tmp/hgclock-sync-$scenario.log
+		log=$build/bench/$name.attempt$attempt.out
+		vmlogs=$build/bench/$name.attempt$attempt.vm
+		rm -rf "$vmlogs"
 		tools/vm/nested --kernel "$kver" --append "$append" --timeout 1200 "${files[@]}" \
+			--log-dir "$vmlogs" \
 			--env HGCLOCK_BENCH_SECONDS="${HGCLOCK_BENCH_SECONDS:-10}" \
 			--env HGCLOCK_BENCH_CLOCKS="${HGCLOCK_BENCH_CLOCKS:-local x86-tsc}" \
 			--env HGCLOCK_BENCH_PROBE_BURST="${HGCLOCK_BENCH_PROBE_BURST:-}" -- \
-			tools/bench/sync-host.sh tools/bench/sync-guest.sh >"$log" 2>&1 && { ok=1; break; }
+			tools/bench/sync-host.sh tools/bench/sync-guest.sh >"$log" 2>&1
+		rc=$?
+		[ $rc -eq 0 ] && { ok=1; break; }
+		bench_attempt "$name" "$attempt" "$rc" "$log" "$vmlogs"
+		# A report of ours fails the scenario, whatever was recorded.
+		[ "$cause_class" = ours ] && break
 		# The nested guest does not always survive trace-cmd's sessions
 		# (an emulator fault in it): what was recorded until then is
 		# still measured, if hgclock's file is complete.
@@ -52,14 +73,22 @@ for scenario in ${HGCLOCK_SYNC_SCENARIOS:-steady moving}; do
 			break
 		fi
 		# QEMU's multi-threaded TCG now and then runs stale code after
-		# the host VM patches its text (see tools/vm/run): retry that.
-		grep -q -e 'Oops: int3' -e 'VM died while' -e 'qemu had exited by itself' "$log" || break
-		echo "bench: a VM crashed (emulator fault), retrying" >&2
+		# the host VM patches its text (see tools/vm/run), nested TCG
+		# hangs, guests die: retried.
+		if [ "$cause_class" = infra ] && [ "$attempt" -lt "$attempts" ]; then
+			bench_retrying "$name" "$attempt"
+			continue
+		fi
+		break
 	done
 	if [ -z "$ok" ]; then
-		echo "bench: nested run failed, see $log" >&2
-		grep -v '^guest| \[' "$log" | tail -n 20 >&2
-		status=1
+		if [ "$cause_class" = infra ]; then
+			echo "bench: sync $scenario: no figures, every attempt failed for the emulator's reasons (see $build/bench/attempts.log)" >&2
+		else
+			echo "bench: nested run failed, see $log" >&2
+			grep -v '^guest| \[' "$log" | tail -n 20 >&2
+			status=1
+		fi
 		continue
 	fi
 	# Only this run's files: a trace-cmd file an earlier run left would be

@@ -139,13 +139,19 @@ def main(d, tool, scenario):
                     print("BENCH %s.median_error %.0f ns" % (tag, e[len(e) // 2]))
                     print("BENCH %s.max_error %.0f ns" % (tag, e[-1]))
                     print("BENCH %s.events %d count" % (tag, len(e)))
-                    b = sorted(x["bound_ns"] for x in res if "bound_ns" in x)
-                    print("BENCH %s.median_bound %.0f ns" % (tag, b[len(b) // 2]))
-                    # Does the stated bound hold?  (A fitted method's
-                    # does not while kvm-clock steps, Documentation/sync.rst.)
+                    b = sorted(x["bound_ns"] for x in res if x.get("bound_ns") is not None)
+                    if b:
+                        print("BENCH %s.median_bound %.0f ns" % (tag, b[len(b) // 2]))
+                    # Does the stated bound hold?  A value hgclock could
+                    # not bound (bound_ns null: before a vCPU's first
+                    # sample or after its last) is counted apart: it
+                    # claims nothing, and is not counted as held.
                     held = sum(1 for x, (_, t) in zip(res, ml)
-                               if "host_value" in x and abs(x["host_value"] - t) <= x.get("bound_ns", -1))
+                               if "host_value" in x and x.get("bound_ns") is not None
+                               and abs(x["host_value"] - t) <= x["bound_ns"])
+                    unb = sum(1 for x in res if "host_value" in x and x.get("bound_ns") is None)
                     print("BENCH %s.within_bound %d count" % (tag, held))
+                    print("BENCH %s.unbounded %d count" % (tag, unb))
 
     # The probes' two legs against the truth: where in its round trip the
     # guest really read its TSC.  A round trip cannot tell its legs apart,
@@ -208,6 +214,40 @@ def main(d, tool, scenario):
             if tc is not None and h is not None:
                 print("BENCH sync.%s.%s.trace_cmd_over_hgclock_%s %.1f ratio" %
                       (scenario, clock, m, tc / max(h, 1.0)))
+    record_usage(d, scenario)
+
+
+def record_usage(d, scenario):
+    """The recorder's cost (sync-host.sh's record-usage.txt): correlation
+    file bytes per vCPU-hour and CPU time per wall second, one guest, over
+    an idle window and over the trace-cmd runs."""
+    try:
+        lines = [l.split() for l in open(d + "/record-usage.txt")]
+    except OSError:
+        print("# no record-usage.txt: no record cost figures")
+        return
+    kv = {l[0]: l[1:] for l in lines if l}
+    try:
+        ticks = int(kv["ticks_per_s"][0])
+        vcpus = int(kv["guest_vcpus"][0])
+    except (KeyError, IndexError, ValueError):
+        print("# record-usage.txt is incomplete")
+        return
+    for window in ("idle", "busy"):
+        try:
+            w0, c0, b0 = (int(x) for x in kv[window + "_start"][:3])
+            w1, c1, b1 = (int(x) for x in kv[window + "_end"][:3])
+        except (KeyError, ValueError):
+            print("# record-usage.txt: no %s window" % window)
+            continue
+        secs = (w1 - w0) / 1e9
+        if secs <= 0 or vcpus <= 0 or b1 < b0 or c1 < c0 or ticks <= 0:
+            print("# record-usage.txt: %s window inconsistent" % window)
+            continue
+        tag = "record.%s.%s" % (scenario, window)
+        print("BENCH %s.file_bytes_per_vcpu_hour %.0f bytes" % (tag, (b1 - b0) / secs * 3600 / vcpus))
+        print("BENCH %s.file_bytes_per_s %.0f bytes" % (tag, (b1 - b0) / secs))
+        print("BENCH %s.cpu_percent_per_guest %.2f percent" % (tag, 100.0 * (c1 - c0) / ticks / secs))
 
 
 if __name__ == "__main__":

@@ -26,7 +26,8 @@
 #define HGCLOCK_DEVICE_NAME	"hgclock"
 
 #define HGCLOCK_ABI_MAJOR	1
-#define HGCLOCK_ABI_MINOR	1	/* 1.1: exit pairing */
+/* 1.1: exit pairing; 1.2: pairing opt-in, UNTRACKED and EXIT_SUPPRESSED */
+#define HGCLOCK_ABI_MINOR	2
 
 /* Feature bits reported in hgclock_info.features. */
 #define HGCLOCK_FEAT_READ_CLOCK		(1ULL << 0)	/* HGCLOCK_IOC_READ_CLOCK */
@@ -38,6 +39,8 @@
 #define HGCLOCK_FEAT_EXIT_PAIR		(1ULL << 6)	/* guest: HGCLOCK_IOC_EXIT_PAIR works */
 #define HGCLOCK_FEAT_EXIT_TRACK		(1ULL << 7)	/* host: EXIT_HOST records (kvm_cpuid) */
 #define HGCLOCK_FEAT_PVCLOCK_TRACK	(1ULL << 8)	/* host: PVCLOCK records */
+/* host: EXIT_HOST only for VMs enabled by HGCLOCK_TRACK_PAIR_ON (1.2) */
+#define HGCLOCK_FEAT_PAIR_OPT_IN	(1ULL << 9)
 
 /* Bits of hgclock_info.clock_flags. */
 #define HGCLOCK_CLK_TSC_UNSTABLE	(1U << 0) /* kernel marked the TSC unstable */
@@ -77,7 +80,19 @@
  * @map_size: length of the ring mapping (meta and data areas), 0 without
  *	a ring.
  * @consumer_size: length of the consumer mapping.
+ * @max_tracked: (1.2) size of the tracking table (module parameter
+ *	max_tracked): threads tracked at most at once.
+ * @reserved32: zero.
+ * @nr_untracked: (1.2) threads that could not be tracked because the
+ *	table was full, since load (each also an UNTRACKED record).
+ * @nr_exits_suppressed: (1.2) exit pairings over the per-vCPU rate
+ *	(HGCLOCK_PAIR_MAX_PER_SEC) not recorded, all vCPUs, since load.
+ * @ring_bytes: (1.2) memory the rings take now: the meta and consumer
+ *	areas and a data area per CPU brought up since load.
+ * @ring_max_bytes: (1.2) the cap on it (module parameter ring_max_mb).
  * @reserved: zero.
+ *
+ * Fields marked (1.2) read as zero from an older module.
  */
 struct hgclock_info {
 	__u32 size;
@@ -96,7 +111,13 @@ struct hgclock_info {
 	__u64 snapshot_period_ns;
 	__u64 map_size;
 	__u64 consumer_size;
-	__u64 reserved[6];
+	__u32 max_tracked;
+	__u32 reserved32;
+	__u64 nr_untracked;
+	__u64 nr_exits_suppressed;
+	__u64 ring_bytes;
+	__u64 ring_max_bytes;
+	__u64 reserved[1];
 };
 
 #define HGCLOCK_INFO_SIZE_VER0	168	/* sizeof first published struct */
@@ -305,6 +326,8 @@ struct hgclock_consumer {
 #define HGCLOCK_REC_TSC_OFFSET	21	/* struct hgclock_rec_tsc_offset */
 #define HGCLOCK_REC_EXIT_HOST	22	/* struct hgclock_rec_exit_host */
 #define HGCLOCK_REC_PVCLOCK	23	/* struct hgclock_rec_pvclock */
+#define HGCLOCK_REC_UNTRACKED	24	/* struct hgclock_rec_vcpu: table full, not tracked */
+#define HGCLOCK_REC_EXIT_SUPPRESSED 25	/* struct hgclock_rec_exit_suppressed */
 #define HGCLOCK_REC_MAX		31
 
 /**
@@ -344,6 +367,7 @@ struct hgclock_rec_lost {
 #define HGCLOCK_SNAP_HOTPLUG	3	/* the CPU came online */
 #define HGCLOCK_SNAP_CHANGED	4	/* the conversion changed */
 #define HGCLOCK_SNAP_START	5	/* module loaded or ring set up */
+#define HGCLOCK_SNAP_RESUME	6	/* the system resumed from sleep (1.2) */
 
 /**
  * struct hgclock_rec_cyc2ns - a CPU's clocks and conversion, read together
@@ -356,11 +380,10 @@ struct hgclock_rec_lost {
  * @tsc_khz: the kernel's TSC frequency.
  * @reason: HGCLOCK_SNAP_*.
  * @seq: count of snapshots taken on this CPU, from 1.
- * @kernel_ns_at_tsc: the kernel's own conversion of hdr.tsc
- *	(native_sched_clock_from_tsc(), i.e. what sched_clock() returns when
- *	its TSC read gives hdr.tsc), 0 when the kernel has none to offer
- *	(kvm-clock, derived conversions).  An exact @conv reproduces it to
- *	the nanosecond.
+ * @kernel_ns_at_tsc: 0 since ABI 1.2.  Until 1.1 the kernel's
+ *	native_sched_clock_from_tsc(hdr.tsc), which a module cannot call
+ *	safely under IBT (Documentation/clock.rst); the record's bracket
+ *	(hdr.tsc, hdr.sched_clock_ns, @tsc_after) checks @conv instead.
  */
 struct hgclock_rec_cyc2ns {
 	struct hgclock_rec_header hdr;
@@ -391,6 +414,9 @@ struct hgclock_rec_test {
 #define HGCLOCK_CFG_SET_PERIOD		(1U << 2)
 #define HGCLOCK_CFG_FLAGS_ALL		0x7U
 
+/* Longest snapshot period RING_CONFIG accepts (0 turns them off). */
+#define HGCLOCK_SNAPSHOT_PERIOD_MAX_NS	(3600ULL * 1000000000ULL)
+
 /**
  * struct hgclock_ring_config - HGCLOCK_IOC_RING_CONFIG argument
  * @size: sizeof(struct hgclock_ring_config).
@@ -400,7 +426,8 @@ struct hgclock_rec_test {
  * @watermark: poll() reports POLLIN once a CPU has this many unread
  *	bytes (1 .. ring_size); a LOST record also wakes.
  * @snapshot_period_ns: CYC2NS snapshot period; 0 stops periodic
- *	snapshots, else at least 1 ms.
+ *	snapshots, else at least 1 ms and at most
+ *	HGCLOCK_SNAPSHOT_PERIOD_MAX_NS (one hour).
  * @reserved: zero.
  *
  * On return every field holds the current value.
@@ -424,6 +451,15 @@ struct hgclock_ring_config {
 #define HGCLOCK_PAIR_LEAF_BASE		0x48470000U	/* "HG" in the top half */
 #define HGCLOCK_PAIR_LEAF_MASK		0xffff0000U
 #define HGCLOCK_PAIR_LEAF(key)		(HGCLOCK_PAIR_LEAF_BASE | ((key) & 0xffffU))
+
+/*
+ * The host records at most this many exit pairings per vCPU per second;
+ * more exits on the leaf in the same second are counted
+ * (EXIT_SUPPRESSED records, hgclock_info.nr_exits_suppressed), not
+ * recorded.  Only VMs a recorder enabled (HGCLOCK_TRACK_PAIR_ON) record
+ * any.
+ */
+#define HGCLOCK_PAIR_MAX_PER_SEC	100
 
 /**
  * struct hgclock_rec_exit_pair - a guest's side of one exit pairing
@@ -471,6 +507,29 @@ struct hgclock_rec_exit_host {
 };
 
 /**
+ * struct hgclock_rec_exit_suppressed - exit pairings not recorded
+ * @hdr: common header.
+ * @tid: the vCPU thread.
+ * @vm_pid: see struct hgclock_rec_vcpu.
+ * @vcpu_id: KVM vcpu_id.
+ * @reserved: zero.
+ * @nr_suppressed: exits on hgclock's leaf by this vCPU not recorded
+ *	because they came faster than HGCLOCK_PAIR_MAX_PER_SEC, since it
+ *	was tracked (a running total: the last record of a vCPU has it).
+ *
+ * Written when the vCPU thread is switched out after a suppression, so
+ * at most once per context switch.
+ */
+struct hgclock_rec_exit_suppressed {
+	struct hgclock_rec_header hdr;
+	__s32 tid;
+	__s32 vm_pid;
+	__s32 vcpu_id;
+	__u32 reserved;
+	__u64 nr_suppressed;
+};
+
+/**
  * struct hgclock_rec_pvclock - KVM wrote a vCPU's kvm-clock parameters
  * @hdr: common header, written in the kvm_pvclock_update tracepoint in
  *	the vCPU thread, after the guest's page was written and before the
@@ -508,12 +567,17 @@ struct hgclock_rec_pvclock {
  * struct hgclock_exit_pair - HGCLOCK_IOC_EXIT_PAIR argument (guest)
  * @size: sizeof(struct hgclock_exit_pair).
  * @flags: 0 (calling CPU), HGCLOCK_READ_CPU or HGCLOCK_READ_ALL_CPUS.
- * @cpu: with HGCLOCK_READ_CPU, the CPU (online); else zero.
+ * @cpu: with HGCLOCK_READ_CPU, the CPU (online); else zero.  Out,
+ *	with ETIMEDOUT: the CPU that did not answer in time.
  * @nr_written: out: EXIT_PAIR records the rings took.
  * @reserved: zero.
  *
  * Runs an exit pairing on the CPU(s) and writes an EXIT_PAIR record for
- * each into that CPU's ring.  ENODEV without a hypervisor.
+ * each into that CPU's ring.  ENODEV without a hypervisor.  Another CPU's
+ * pairing runs in a work item there while the caller sleeps (a vCPU the
+ * host does not run cannot answer); past HGCLOCK_EXIT_PAIR_TIMEOUT_MS the
+ * call fails with ETIMEDOUT (the structure still written back).  EAGAIN:
+ * see HGCLOCK_UNPRIV_CROSS_CPU_PER_SEC.
  */
 struct hgclock_exit_pair {
 	__u32 size;
@@ -522,6 +586,18 @@ struct hgclock_exit_pair {
 	__u32 nr_written;
 	__u64 reserved[2];
 };
+
+/* How long EXIT_PAIR waits for other CPUs, in all. */
+#define HGCLOCK_EXIT_PAIR_TIMEOUT_MS	1000
+
+/*
+ * Calls that interrupt other CPUs (READ_CLOCK with HGCLOCK_READ_CPU or
+ * HGCLOCK_READ_ALL_CPUS, SNAPSHOT, EXIT_PAIR on other CPUs) each cost a
+ * CPU running a guest a VM exit.  Files whose opener had neither
+ * CAP_PERFMON nor CAP_SYS_ADMIN share a budget of this many interrupted
+ * CPUs per second, machine-wide; past it such calls fail with EAGAIN.
+ */
+#define HGCLOCK_UNPRIV_CROSS_CPU_PER_SEC	1000
 
 /* hgclock_snapshot.flags */
 #define HGCLOCK_SNAPSHOT_ALL_CPUS	(1U << 0)
@@ -573,6 +649,7 @@ struct hgclock_produce {
 #define HGCLOCK_VCPU_KVM	(1U << 0) /* a KVM vCPU thread (found by kvm_entry) */
 #define HGCLOCK_VCPU_MANUAL	(1U << 1) /* tracked by HGCLOCK_IOC_TRACK */
 #define HGCLOCK_VCPU_TSC_KNOWN	(1U << 2) /* tsc_offset/ratio/frac_bits are valid */
+#define HGCLOCK_VCPU_EXIT_PAIR	(1U << 3) /* LIST_VCPUS: exit pairing enabled for its VM */
 
 /**
  * struct hgclock_rec_vcpu - RUN, STOP and EXIT records of a tracked thread
@@ -676,6 +753,9 @@ struct hgclock_rec_tsc_offset {
 /* hgclock_track.flags */
 #define HGCLOCK_TRACK_ADD	(1U << 0)
 #define HGCLOCK_TRACK_REMOVE	(1U << 1)
+#define HGCLOCK_TRACK_PAIR_ON	(1U << 2) /* @tid is a VM process: record its exit pairings */
+#define HGCLOCK_TRACK_PAIR_OFF	(1U << 3) /* undo this file's PAIR_ON */
+#define HGCLOCK_TRACK_FLAGS_ALL	0xfU
 
 /**
  * struct hgclock_track - HGCLOCK_IOC_TRACK argument (CAP_PERFMON or CAP_SYS_ADMIN)
@@ -684,10 +764,17 @@ struct hgclock_rec_tsc_offset {
  * @tid: the host thread to (un)track; must exist.
  * @reserved: zero.
  *
- * Tracks any thread as if it were a vCPU (vcpu_id -1): for hypervisors
- * other than KVM, and for tests.  Removing a KVM vCPU thread lasts until
- * its next VM entry, which discovers it again.  EEXIST if tracked already, ENOENT if
- * not tracked (remove) or no such thread, ENOSPC when the table is full.
+ * ADD tracks any thread as if it were a vCPU (vcpu_id -1): for hypervisors
+ * other than KVM, and for tests.  REMOVE untracks; for a KVM vCPU thread
+ * that lasts until its next VM entry, which discovers it again.  EEXIST if
+ * tracked already, ENOENT if not tracked (remove), no such thread or the
+ * thread is exiting, ENOSPC when the table is full.
+ *
+ * PAIR_ON (1.2): @tid names a VM's process (a thread group leader, e.g.
+ * QEMU); its vCPUs' exit pairings are recorded (EXIT_HOST) from now on,
+ * until this open file turns it off with PAIR_OFF or is closed.  Without
+ * it a host records none, so that no guest can fill the rings.  ENOSPC
+ * past 64 enabled VMs; EINVAL if @tid is not a process.
  */
 struct hgclock_track {
 	__u32 size;
@@ -744,15 +831,41 @@ struct hgclock_list_vcpus {
  */
 #define HGCLOCK_IOC_MAGIC	0xC7
 
-#define HGCLOCK_IOC_GET_INFO	_IOWR(HGCLOCK_IOC_MAGIC, 0x00, struct hgclock_info)
-#define HGCLOCK_IOC_READ_CLOCK	_IOWR(HGCLOCK_IOC_MAGIC, 0x01, struct hgclock_read_clock)
-/* Does nothing and returns 0: the baseline for benchmarks. */
+/*
+ * Every struct argument begins with its __u32 size and may grow at its
+ * end (Documentation/uapi.rst, "Extending the structures"): the kernel
+ * reads what the caller's size covers, zero-fills the rest, and refuses a
+ * larger struct whose unknown tail is not zero (E2BIG).  So that the
+ * numbers never change when a struct grows, they carry the first
+ * published size, not sizeof().
+ */
+#define HGCLOCK_READ_CLOCK_SIZE_VER0	120
+#define HGCLOCK_RING_CONFIG_SIZE_VER0	64
+#define HGCLOCK_SNAPSHOT_SIZE_VER0	32
+#define HGCLOCK_PRODUCE_SIZE_VER0	64
+#define HGCLOCK_TRACK_SIZE_VER0		16
+#define HGCLOCK_LIST_VCPUS_SIZE_VER0	32
+#define HGCLOCK_EXIT_PAIR_SIZE_VER0	32
+
+#define HGCLOCK_IOWR_SIZED(nr, size) \
+	_IOC(_IOC_READ | _IOC_WRITE, HGCLOCK_IOC_MAGIC, (nr), (size))
+
+#define HGCLOCK_IOC_GET_INFO	HGCLOCK_IOWR_SIZED(0x00, HGCLOCK_INFO_SIZE_VER0)
+#define HGCLOCK_IOC_READ_CLOCK	HGCLOCK_IOWR_SIZED(0x01, HGCLOCK_READ_CLOCK_SIZE_VER0)
+#define HGCLOCK_IOC_RING_CONFIG	HGCLOCK_IOWR_SIZED(0x03, HGCLOCK_RING_CONFIG_SIZE_VER0)
+#define HGCLOCK_IOC_SNAPSHOT	HGCLOCK_IOWR_SIZED(0x04, HGCLOCK_SNAPSHOT_SIZE_VER0)
+#define HGCLOCK_IOC_TRACK	_IOC(_IOC_WRITE, HGCLOCK_IOC_MAGIC, 0x06, HGCLOCK_TRACK_SIZE_VER0)
+#define HGCLOCK_IOC_LIST_VCPUS	HGCLOCK_IOWR_SIZED(0x07, HGCLOCK_LIST_VCPUS_SIZE_VER0)
+#define HGCLOCK_IOC_EXIT_PAIR	HGCLOCK_IOWR_SIZED(0x08, HGCLOCK_EXIT_PAIR_SIZE_VER0)
+
+/*
+ * Test and benchmark aids, NOT part of the stable ABI: they may change or
+ * go away in any version, and no tool should depend on them.
+ *   NOP: does nothing and returns 0 (the baseline of the ioctl
+ *   benchmarks).  PRODUCE: writes TEST records at full rate
+ *   (CAP_SYS_ADMIN; ring tests and benchmarks).
+ */
 #define HGCLOCK_IOC_NOP		_IO(HGCLOCK_IOC_MAGIC, 0x02)
-#define HGCLOCK_IOC_RING_CONFIG	_IOWR(HGCLOCK_IOC_MAGIC, 0x03, struct hgclock_ring_config)
-#define HGCLOCK_IOC_SNAPSHOT	_IOWR(HGCLOCK_IOC_MAGIC, 0x04, struct hgclock_snapshot)
-#define HGCLOCK_IOC_PRODUCE	_IOWR(HGCLOCK_IOC_MAGIC, 0x05, struct hgclock_produce)
-#define HGCLOCK_IOC_TRACK	_IOW(HGCLOCK_IOC_MAGIC, 0x06, struct hgclock_track)
-#define HGCLOCK_IOC_LIST_VCPUS	_IOWR(HGCLOCK_IOC_MAGIC, 0x07, struct hgclock_list_vcpus)
-#define HGCLOCK_IOC_EXIT_PAIR	_IOWR(HGCLOCK_IOC_MAGIC, 0x08, struct hgclock_exit_pair)
+#define HGCLOCK_IOC_PRODUCE	HGCLOCK_IOWR_SIZED(0x05, HGCLOCK_PRODUCE_SIZE_VER0)
 
 #endif /* _UAPI_LINUX_HGCLOCK_H */

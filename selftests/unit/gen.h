@@ -1,0 +1,135 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * What the unit tests that make synthetic recordings share: a fixed-seed
+ * PRNG, a growing byte buffer of ring records, a record's zeroed body and
+ * header, an hgclock_info as a host or guest module reports it, and the
+ * temporary files a correlation file is written to and read back from.
+ * Header only (static inline): each test is one translation unit, with its
+ * own PRNG state.
+ */
+#ifndef HGCLOCK_UNIT_GEN_H
+#define HGCLOCK_UNIT_GEN_H
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <linux/hgclock.h>
+
+/* ---- a fixed-seed PRNG (xorshift64*): the same runs on every machine ---- */
+
+static uint64_t rng_state;
+
+static inline void rng_seed(uint64_t seed)
+{
+	rng_state = seed ? seed : 0x9e3779b97f4a7c15ull;
+}
+
+static inline uint64_t rnd(void)
+{
+	rng_state ^= rng_state >> 12;
+	rng_state ^= rng_state << 25;
+	rng_state ^= rng_state >> 27;
+	return rng_state * 0x2545f4914f6cdd1dull;
+}
+
+/* Uniform enough in [lo, hi]. */
+static inline uint64_t rnd_range(uint64_t lo, uint64_t hi)
+{
+	return lo + rnd() % (hi - lo + 1);
+}
+
+/* ---- records ---- */
+
+/* Ring records as a section's payload; aborts when out of memory. */
+struct buf {
+	uint8_t *p;
+	size_t len, cap;
+};
+
+static inline void put(struct buf *b, const void *p, size_t len)
+{
+	if (b->len + len > b->cap) {
+		b->cap = (b->len + len) * 2;
+		b->p = realloc(b->p, b->cap);
+		if (!b->p)
+			abort();
+	}
+	memcpy(b->p + b->len, p, len);
+	b->len += len;
+}
+
+/*
+ * Zeroes the record @rec of @size bytes (reserved fields and padding
+ * included, as the module does) and fills its header.
+ */
+static inline void gen_rec(void *rec, size_t size, uint16_t type, uint32_t cpu, uint64_t tsc,
+			   uint64_t sched_clock_ns)
+{
+	struct hgclock_rec_header *h = rec;
+
+	memset(rec, 0, size);
+	h->type = type;
+	h->size = (uint16_t)size;
+	h->cpu = cpu;
+	h->tsc = tsc;
+	h->sched_clock_ns = sched_clock_ns;
+}
+
+/*
+ * GET_INFO as a module with a TSC clocksource reports it: a host's, or a
+ * KVM guest's (role HGCLOCK_ROLE_GUEST: hypervisor "KVMKVMKVM").
+ */
+static inline void gen_info(struct hgclock_info *info, uint32_t role, uint32_t nr_cpus,
+			    uint32_t tsc_khz)
+{
+	memset(info, 0, sizeof(*info));
+	info->size = sizeof(*info);
+	info->abi_major = HGCLOCK_ABI_MAJOR;
+	info->nr_cpu_ids = nr_cpus;
+	info->nr_online_cpus = nr_cpus;
+	info->tsc_khz = tsc_khz;
+	info->role = role;
+	strcpy(info->clocksource, "tsc");
+	if (role == HGCLOCK_ROLE_GUEST)
+		strcpy(info->hypervisor, "KVMKVMKVM");
+}
+
+/* ---- files ---- */
+
+/* Creates the file @path_template (ending in XXXXXX) names: 0 or -errno. */
+static inline int gen_tmpfile(char *path_template)
+{
+	int fd = mkstemp(path_template);
+
+	if (fd < 0)
+		return -errno;
+	close(fd);
+	return 0;
+}
+
+/* The whole of file @path, malloc'd, *@len bytes; NULL when unreadable or empty. */
+static inline void *gen_slurp(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	void *buf = NULL;
+	long n;
+
+	if (!f)
+		return NULL;
+	if (!fseek(f, 0, SEEK_END) && (n = ftell(f)) > 0 && !fseek(f, 0, SEEK_SET)) {
+		buf = malloc((size_t)n);
+		if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+			free(buf);
+			buf = NULL;
+		}
+		*len = (size_t)n;
+	}
+	fclose(f);
+	return buf;
+}
+
+#endif /* HGCLOCK_UNIT_GEN_H */

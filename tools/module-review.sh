@@ -1,0 +1,91 @@
+#!/bin/bash
+# tools/module-review.sh [BUILD] - the review tools the kernel community
+# runs on a driver, on module/:
+#
+#  - checkpatch.pl on module/ and the UAPI header, taken from Debian's
+#    linux-source-* tarball (nothing of it is kept in the repository;
+#    extracted once into BUILD/checkpatch).  Every warning left is
+#    explained at the place it points to, with a comment carrying
+#    "checkpatch:"; a message with such a comment within the five lines
+#    above is reported as explained;
+#  - sparse (C=2, W=1) against every installed linux-headers tree: no
+#    message at all.
+#
+# Prints TAP lines; exits 1 on any unexplained message.
+set -uo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-$top/build}
+# Kbuild's M= wants an absolute path (make check passes "build").
+mkdir -p "$build" && build=$(cd "$build" && pwd)
+dir=$build/checkpatch
+tarball=$(ls /usr/src/linux-source-*.tar.* 2>/dev/null | sort -V | tail -n 1)
+if [ -z "$tarball" ]; then
+	echo "ok 1 checkpatch.module # SKIP no /usr/src/linux-source-*.tar.* (tools/deps.sh installs it)"
+	echo "1..1"
+	exit 0
+fi
+if [ ! -x "$dir/scripts/checkpatch.pl" ]; then
+	src=$(basename "$tarball" | sed 's/\.tar\..*$//')
+	tmp=$(mktemp -d)
+	trap 'rm -rf "$tmp"' EXIT
+	tar -xf "$tarball" -C "$tmp" "$src/scripts/checkpatch.pl" "$src/scripts/spelling.txt" \
+		"$src/scripts/const_structs.checkpatch" || exit 1
+	mkdir -p "$dir"
+	cp -r "$tmp/$src/scripts" "$dir/"
+fi
+out=$build/checkpatch.out
+(cd "$top" && "$dir/scripts/checkpatch.pl" --no-tree --terse --show-types --max-line-length=100 \
+	--ignore FILE_PATH_CHANGES,SPDX_LICENSE_TAG \
+	-f module/*.[ch] include/uapi/linux/hgclock.h) >"$out" 2>&1
+n=0 bad=0
+while IFS= read -r line; do
+	case $line in
+	*:[0-9]*:*) ;;
+	*) continue ;;
+	esac
+	file=${line%%:*}
+	rest=${line#*:}
+	lno=${rest%%:*}
+	n=$((n + 1))
+	from=$((lno > 5 ? lno - 5 : 1))
+	if sed -n "${from},${lno}p" "$top/$file" | grep -q 'checkpatch:'; then
+		echo "# explained: $line"
+	else
+		echo "# $line"
+		bad=$((bad + 1))
+	fi
+done <"$out"
+t=1 failed=0
+if [ $bad -eq 0 ]; then
+	echo "ok $t checkpatch.module ($n messages, each explained in a comment)"
+else
+	echo "not ok $t checkpatch.module # $bad of $n messages unexplained (see $out)"
+	failed=1
+fi
+
+# sparse, on a copy of the sources per kernel (as tools/build-module.sh).
+for kdir in /usr/src/linux-headers-*-amd64; do
+	[ -f "$kdir/Makefile" ] || continue
+	kver=${kdir##*/linux-headers-}
+	t=$((t + 1))
+	if ! command -v sparse >/dev/null; then
+		echo "ok $t sparse.$kver # SKIP sparse not installed (tools/deps.sh installs it)"
+		continue
+	fi
+	dest=$build/sparse/$kver
+	rm -rf "$dest"
+	mkdir -p "$dest/include"
+	cp -r "$top/Kbuild" "$top/module" "$dest/"
+	cp -r "$top/include/uapi" "$dest/include/"
+	make -C "$kdir" M="$dest" C=2 W=1 modules >"$dest.log" 2>&1
+	msgs=$(grep -E '(warning|error):' "$dest.log" | grep -c .)
+	if [ "$msgs" -eq 0 ] && grep -q 'CHECK ' "$dest.log"; then
+		echo "ok $t sparse.$kver"
+	else
+		grep -E '(warning|error):' "$dest.log" | sed 's/^/# /'
+		echo "not ok $t sparse.$kver # $msgs messages (see $dest.log)"
+		failed=1
+	fi
+done
+echo "1..$t"
+[ $failed -eq 0 ]

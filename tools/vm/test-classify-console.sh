@@ -1,0 +1,302 @@
+#!/bin/bash
+# tools/vm/test-classify-console.sh - tests of tools/vm/classify-console on
+# console logs written here (no VM).  One TAP line per case,
+# "classify.<case>", each asserting the class (and, where it matters, the
+# location it reports).  Run by tools/check.sh; alone:
+#
+#   tools/vm/test-classify-console.sh
+set -u -o pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+classify=$here/classify-console
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/hgclock-classify.XXXXXX") || exit 1
+trap '[ -n "${KEEP:-}" ] || rm -rf "$tmp"' EXIT
+n=0
+failed=0
+
+# expect NAME CLASS [TEXT] -- ARGS...: classify-console ARGS prints
+# "CLASS: ..." containing TEXT, and exits with CLASS's status.
+expect() {
+	local name=$1 want=$2 text=${3:-} out rc code
+	shift 3
+	out=$("$classify" "$@")
+	rc=$?
+	case $want in ok) code=0 ;; fail) code=1 ;; infra) code=2 ;; ours) code=3 ;; esac
+	n=$((n + 1))
+	if [ "${out%%:*}" = "$want" ] && [ "$rc" -eq "$code" ] &&
+	   { [ -z "$text" ] || grep -qF -- "$text" <<<"$out"; }; then
+		echo "ok $n classify.$name"
+	else
+		echo "not ok $n classify.$name # want $want${text:+ with \"$text\"}, got (exit $rc): $out"
+		failed=$((failed + 1))
+	fi
+}
+
+# The nested guest's boot: its warning at every boot (readable, not ours).
+boot() {
+	cat <<'EOF'
+[    0.000000] Linux version 6.12.117+deb12-amd64 (debian-kernel@lists.debian.org)
+[    0.012345] ------------[ cut here ]------------
+[    0.012346] WARNING: CPU: 0 PID: 0 at arch/x86/kernel/fpu/xstate.c:810 fpu__init_system_xstate+0x3a5/0x8d0
+[    0.012347] Modules linked in:
+[    0.012348] CPU: 0 UID: 0 PID: 0 Comm: swapper Not tainted 6.12.117+deb12-amd64 #1  Debian 6.12.117-1~deb12u1
+[    0.012349] RIP: 0010:fpu__init_system_xstate+0x3a5/0x8d0
+[    0.012350] Call Trace:
+[    0.012351]  <TASK>
+[    0.012352]  ? __warn+0x81/0x130
+[    0.012353]  fpu__init_system+0x9f/0xd0
+[    0.012354]  start_kernel+0x56/0x6a0
+[    0.012355]  </TASK>
+[    0.012356] ---[ end trace 0000000000000000 ]---
+EOF
+}
+
+# 1. An oops with hgclock's frames in its backtrace.
+{
+	boot
+	cat <<'EOF'
+[   12.100000] hgclock: loading out-of-tree module taints kernel.
+[   20.000001] BUG: kernel NULL pointer dereference, address: 0000000000000008
+[   20.000002] #PF: supervisor read access in kernel mode
+[   20.000003] Oops: 0000 [#1] PREEMPT SMP NOPTI
+[   20.000004] CPU: 1 PID: 412 Comm: hgclock Tainted: G        W  O       6.1.0-56-amd64 #1  Debian 6.1.158-1
+[   20.000005] RIP: 0010:hg_ring_write+0x4c/0x130 [hgclock]
+[   20.000006] Call Trace:
+[   20.000007]  <TASK>
+[   20.000008]  hgclock_ioctl+0x1f2/0x5a0 [hgclock]
+[   20.000009]  __x64_sys_ioctl+0x8d/0xd0
+[   20.000010]  do_syscall_64+0x55/0xb0
+[   20.000011]  </TASK>
+[   20.000012] Modules linked in: hgclock(O) kvm_amd kvm 9p 9pnet_virtio
+[   20.000013] ---[ end trace 0000000000000000 ]---
+EOF
+} >"$tmp/oops-hgclock.log"
+expect oops_with_hgclock_frames ours "at hg_ring_write+0x4c/0x130 [hgclock]" -- "$tmp/oops-hgclock.log"
+
+# 2. A WARNING in hgclock.
+{
+	boot
+	cat <<'EOF'
+[   30.000001] ------------[ cut here ]------------
+[   30.000002] WARNING: CPU: 0 PID: 15 at /work/main/module/track.c:301 hg_track_run+0x91/0x1c0 [hgclock]
+[   30.000003] Modules linked in: hgclock(O) kvm_amd kvm
+[   30.000004] CPU: 0 PID: 15 Comm: CPU 0/KVM Tainted: G        W  O       6.12.117+deb12-amd64 #1
+[   30.000005] RIP: 0010:hg_track_run+0x91/0x1c0 [hgclock]
+[   30.000006] Call Trace:
+[   30.000007]  <TASK>
+[   30.000008]  __schedule+0x3f1/0xb60
+[   30.000009]  </TASK>
+[   30.000010] ---[ end trace 0000000000000000 ]---
+EOF
+} >"$tmp/warn-hgclock.log"
+expect warning_in_hgclock ours "WARNING: CPU: 0 PID: 15 at /work/main/module/track.c:301" -- "$tmp/warn-hgclock.log"
+
+# 3. "Oops: int3" in __schedule (QEMU's stale code after text patching),
+# hgclock never loaded: the emulator's.
+{
+	boot
+	cat <<'EOF'
+[   41.000001] Oops: int3: 0000 [#1] PREEMPT SMP NOPTI
+[   41.000002] CPU: 1 UID: 0 PID: 377 Comm: qemu-system-x86 Tainted: G        W          6.12.117+deb12-amd64 #1
+[   41.000003] RIP: 0010:__schedule+0x2d1/0xb60
+[   41.000004] Code: 00 00 48 89 ef e8 ...
+[   41.000005] Call Trace:
+[   41.000006]  <TASK>
+[   41.000007]  ? die+0x36/0x90
+[   41.000008]  ? exc_int3+0x7a/0xc0
+[   41.000009]  schedule+0x27/0xa0
+[   41.000010]  kvm_vcpu_block+0x4e/0x90 [kvm]
+[   41.000011]  </TASK>
+[   41.000012] Modules linked in: kvm_amd kvm vhost_vsock 9p 9pnet_virtio
+[   41.000013] ---[ end trace 0000000000000000 ]---
+[   41.000014] Kernel panic - not syncing: Fatal exception in interrupt
+EOF
+} >"$tmp/int3.log"
+expect int3_not_loaded infra "Oops: int3: 0000 [#1] PREEMPT SMP NOPTI at __schedule+0x2d1/0xb60" -- "$tmp/int3.log"
+
+# 4. The same with hgclock in "Modules linked in" and no readable
+# backtrace: ours (the fault may be in hgclock's code).
+cat >"$tmp/int3-unreadable.log" <<'EOF'
+[   41.000001] Oops: int3: 0000 [#1] PREEMPT SMP NOPTI
+[   41.000002] CPU: 1 UID: 0 PID: 377 Comm: qemu-system-x86 Tainted: G        W          6.12.117+deb12-amd64 #1
+[   41.000003] RIP: 0010:0xffffffffc0a3f12d
+[   41.000004] Code: Unable to access opcode bytes at 0xffffffffc0a3f103.
+[   41.000005] Call Trace:
+[   41.000006]  <TASK>
+[   41.000007]  ? 0xffffffffc0a3f12d
+[   41.000008]  </TASK>
+[   41.000009] Modules linked in: hgclock(O) kvm_amd kvm vhost_vsock 9p 9pnet_virtio
+[   41.000010] ---[ end trace 0000000000000000 ]---
+EOF
+expect int3_unreadable_hgclock_listed ours "hgclock loaded" -- "$tmp/int3-unreadable.log"
+# ... and without hgclock anywhere in that kernel: the emulator's.
+sed 's/hgclock(O) //' "$tmp/int3-unreadable.log" >"$tmp/int3-unreadable-nomod.log"
+expect int3_unreadable_not_loaded infra "Oops: int3" -- "$tmp/int3-unreadable-nomod.log"
+
+# 5. make bench on 2026-12-02: the host VM's RCU stall without a
+# backtrace (hgclock loaded there), the guest in a soft lockup in
+# hgclock_ioctl_exit_pair; as tools/vm/nested's output shows it, and as
+# its log directory keeps it.
+mkdir -p "$tmp/steady"
+cat >"$tmp/steady/console.log" <<'EOF'
+[    9.500000] hgclock: loading out-of-tree module taints kernel.
+[  180.000001] rcu: INFO: rcu_preempt detected stalls on CPUs/tasks:
+[  180.000002] rcu: 	0-...!: (0 ticks this GP) idle=8ac4/0/0x0 softirq=5321/5321 fqs=0
+[  180.000003] 	(detected by 1, t=21002 jiffies, g=9281, q=112 ncpus=2)
+[  180.000004] NMI backtrace for cpu 0 skipped: idling at default_idle+0xb/0x20
+[  180.000005] rcu: rcu_preempt kthread timer wakeup didn't happen for 21001 jiffies! g9281 f0x0 RCU_GP_WAIT_FQS(5) ->state=0x402
+[  180.000006] rcu: RCU grace-period kthread stack dump:
+[  180.000007] task:rcu_preempt     state:I stack:0     pid:15    ppid:2      flags:0x00004000
+[  180.000008] Call Trace:
+[  180.000009]  <TASK>
+[  180.000010]  __schedule+0x34d/0x9e0
+[  180.000011]  schedule+0x5a/0xd0
+[  180.000012]  </TASK>
+[  180.000013] rcu: Stack dump where RCU GP kthread last ran:
+[  180.000014] Sending NMI from CPU 1 to CPUs 0:
+EOF
+cat >"$tmp/steady/guest-console.log" <<'EOF'
+[    1.000000] Linux version 6.12.117+deb12-amd64
+guest: kernel 6.12.117+deb12-amd64
+GUEST-WAITING
+[   75.000001] watchdog: BUG: soft lockup - CPU#1 stuck for 26s! [hgclock:201]
+[   75.000002] Modules linked in: hgclock(O) vmw_vsock_virtio_transport msr
+[   75.000003] CPU: 1 UID: 0 PID: 201 Comm: hgclock Tainted: G        W  O       6.12.117+deb12-amd64 #1
+[   75.000004] RIP: 0010:smp_call_function_single+0xdd/0x130
+[   75.000005] Call Trace:
+[   75.000006]  <IRQ>
+[   75.000007]  ? watchdog_timer_fn+0x1e6/0x260
+[   75.000008]  </IRQ>
+[   75.000009]  <TASK>
+[   75.000010]  hgclock_ioctl_exit_pair+0x8f/0x150 [hgclock]
+[   75.000011]  hgclock_ioctl+0x2ce/0x5a0 [hgclock]
+[   75.000012]  __x64_sys_ioctl+0x94/0xd0
+[   75.000013]  </TASK>
+MARK {"seq": 12}
+EOF
+sed 's/^/guest| /' "$tmp/steady/guest-console.log" >"$tmp/steady.out"
+{
+	echo 'vm-console: [  180.000001] rcu: INFO: rcu_preempt detected stalls on CPUs/tasks:'
+	echo 'run: TIMEOUT: killed the VM after 1200 s'
+} >>"$tmp/steady.out"
+expect soft_lockup_exit_pair ours "hgclock_ioctl_exit_pair" -- "$tmp/steady.out"
+expect soft_lockup_exit_pair_logdir ours "smp_call_function_single+0xdd/0x130" -- --rc 124 "$tmp/steady"
+# The host VM's khugepaged waiting for an IPI to a CPU stuck in the
+# emulated guest (CI 2026-12-02): hgclock appears only as an unreliable
+# "?" frame, a stale return address, so the report does not name it; its
+# backtrace is readable: the emulator's.
+mkdir -p "$tmp/khuge"
+cat >"$tmp/khuge/console.log" <<'EOF2'
+[    4.576852] hgclock: loading out-of-tree module taints kernel.
+[  376.699922] watchdog: BUG: soft lockup - CPU#1 stuck for 22s! [khugepaged:41]
+[  376.700650] Modules linked in: vhost_vsock kvm_amd kvm irqbypass hgclock(OE) 9p
+[  376.701706] CPU: 1 UID: 0 PID: 41 Comm: khugepaged Tainted: G           OE      6.12.117+deb12-amd64 #1
+[  376.701706] RIP: 0010:smp_call_function_many_cond+0x137/0x4c0
+[  376.701706] Call Trace:
+[  376.701706]  <TASK>
+[  376.701706]  ? __pfx_tlb_remove_table_smp_sync+0x10/0x10
+[  376.701706]  smp_call_function+0x2c/0x50
+[  376.701706]  collapse_huge_page+0x4d9/0x12c0
+[  376.701706]  ? hg_probe_sched_switch+0x1b0/0x1c0 [hgclock]
+[  376.701706]  hpage_collapse_scan_pmd+0x600/0x6f0
+[  376.701706]  khugepaged+0x6c9/0x940
+[  376.701706]  kthread+0xd2/0x100
+[  376.701706]  ret_from_fork+0x34/0x50
+[  376.701706]  </TASK>
+EOF2
+printf '%s\n' 'ok 1 nested_moving.insmod' 'run: TIMEOUT: killed the VM after 450 s' >"$tmp/khuge.out"
+expect stale_frame_not_ours infra "smp_call_function_many_cond" -- --rc 124 "$tmp/khuge.out" "$tmp/khuge"
+# The host's stall alone: no backtrace, hgclock loaded there.
+expect rcu_stall_no_backtrace_loaded ours "rcu_preempt detected stalls" -- "$tmp/steady/console.log"
+# The same stall in a host that never loaded hgclock: the emulator's.
+grep -v 'hgclock:' "$tmp/steady/console.log" >"$tmp/stall-nomod.log"
+expect rcu_stall_not_loaded infra "rcu_preempt detected stalls" -- --rc 124 "$tmp/stall-nomod.log"
+
+# 6. A silent hang: the run's timeout, nothing on either console.
+mkdir -p "$tmp/hang"
+boot >"$tmp/hang/console.log"
+printf '%s\n' '[    1.0] Linux version 6.12.117+deb12-amd64' 'HGCLOCK-GUEST-READY' 'GUEST-WAITING' >"$tmp/hang/guest-console.log"
+printf '%s\n' 'ok 1 nested_moving.insmod' 'ok 2 nested_moving.guest_up' \
+	'run: TIMEOUT: killed the VM after 450 s' >"$tmp/hang.out"
+expect silent_hang infra "hang" -- --rc 124 "$tmp/hang.out" "$tmp/hang"
+# A guest that died silently (qemu exited, status 0) and a guest that
+# never came up.
+printf '%s\n' 'ok 1 merge.insmod' "nested-host: the guest's qemu had exited by itself, status 0" \
+	'nested-host: host script exit 1, guest script exit 125' >"$tmp/dead.out"
+expect guest_qemu_exited infra "qemu had exited by itself" -- --rc 1 "$tmp/dead.out"
+# A guest that ran its script to the end powers off by itself too: the
+# failed checks decide (seen in the flood test's run 3: retried away).
+printf '%s\n' 'ok 1 nested.insmod' 'not ok 2 nested.flood_suppressed_counted' \
+	'HGCLOCK-GUEST-EXIT: 0' "nested-host: the guest's qemu had exited by itself, status 0" \
+	'nested-host: host script exit 1, guest script exit 0' >"$tmp/done.out"
+expect guest_done_then_exited fail "not ok 2 nested.flood_suppressed_counted" -- --rc 1 "$tmp/done.out"
+printf '%s\n' 'not ok 3 nested.guest_up # guest never reached its script (infrastructure)' >"$tmp/noguest.out"
+expect guest_never_up infra "never came up" -- --rc 125 "$tmp/noguest.out"
+
+# 7. A clean log; the same with a failing test: a failure, not a crash.
+boot >"$tmp/clean.log"
+expect clean_log ok "" -- --rc 0 "$tmp/clean.log"
+{ boot; echo 'ok 1 nested.insmod_before_kvm'; echo 'not ok 2 nested.discovery'; } >"$tmp/notok.out"
+expect test_failure fail "not ok 2 nested.discovery" -- --rc 1 "$tmp/notok.out"
+# A lockdep report naming hgclock's lock, and a KASAN report in hgclock.
+cat >"$tmp/lockdep.log" <<'EOF'
+[   50.000001] ======================================================
+[   50.000002] WARNING: possible circular locking dependency detected
+[   50.000003] 6.1.0-hgclock-debug #1 Tainted: G           O
+[   50.000004] ------------------------------------------------------
+[   50.000005] hgclock/301 is trying to acquire lock:
+[   50.000006] ffff8880041e2a10 (&hg_track_lock){+.+.}-{2:2}, at: hg_track_insert+0x35/0x160 [hgclock]
+[   50.000007] stack backtrace:
+[   50.000008] Call Trace:
+[   50.000009]  <TASK>
+[   50.000010]  dump_stack_lvl+0x5b/0x77
+[   50.000011]  </TASK>
+EOF
+expect lockdep_hgclock ours "possible circular locking" -- "$tmp/lockdep.log"
+cat >"$tmp/kasan.log" <<'EOF'
+[   50.000001] ==================================================================
+[   50.000002] BUG: KASAN: slab-out-of-bounds in hgclock_ring_read+0x1a2/0x230 [hgclock]
+[   50.000003] Read of size 8 at addr ffff888004a3c3f8 by task ring_test/288
+[   50.000004] Call Trace:
+[   50.000005]  <TASK>
+[   50.000006]  kasan_report+0xb8/0xf0
+[   50.000007]  </TASK>
+EOF
+expect kasan_hgclock ours "BUG: KASAN: slab-out-of-bounds" -- "$tmp/kasan.log"
+
+# 8. 6.1's taint flags run together ("OE"): the out-of-tree taint still
+# says hgclock was loaded, for a report that cannot be read.
+sed -e 's/Tainted: G        W          6.12/Tainted: G           OE      6.1/' \
+	-e 's/hgclock(O) //' "$tmp/int3-unreadable.log" >"$tmp/int3-taint.log"
+expect unreadable_taint_oe ours "hgclock loaded" -- "$tmp/int3-taint.log"
+# A script's output that quotes a report (no kernel time stamp) is not
+# one: a failed test, not a crash.
+printf '%s\n' 'ok 1 dev.insmod' 'not ok 2 tool.info' '# hgclock: cannot open /dev/hgclock' \
+	'# WARNING: CPU: 0 PID: 1 at somewhere' >"$tmp/quoted.out"
+expect quoted_report_in_output fail "not ok 2 tool.info" -- --rc 1 "$tmp/quoted.out"
+
+# 9. Not classify-console but its neighbour, nested-lib.sh's guest_wait,
+# which reads the guest's console while the guest writes it: a line not
+# yet ended is not seen (CI, 2026-12-02: a skip without its reason, read
+# half-written, ran the flood checks on no flood); carriage returns go.
+# expect_wait NAME WANT_RC WANT_LINE TEXT: guest_wait TEXT 1 on $tmp/con.
+expect_wait() {
+	local name=$1 want_rc=$2 want=$3 text=$4 out rc
+	out=$(HGCLOCK_GUEST_CONSOLE=$tmp/con HGCLOCK_GUEST_PID=$$ bash -c \
+		'. "$1"; guest_wait "$2" 1' _ "$here/nested-lib.sh" "$text")
+	rc=$?
+	n=$((n + 1))
+	if [ "$rc" -eq "$want_rc" ] && [ "$out" = "$want" ]; then
+		echo "ok $n nested_lib.$name"
+	else
+		echo "not ok $n nested_lib.$name # want exit $want_rc \"$want\", got exit $rc \"$out\""
+		failed=$((failed + 1))
+	fi
+}
+printf 'boot\r\nFLOOD-SKIPPED: not asked\r\nMARKS-1-DO' >"$tmp/con"
+expect_wait guest_wait_whole_line 0 "FLOOD-SKIPPED: not asked" FLOOD-
+expect_wait guest_wait_not_half_a_line 1 "" MARKS-1-DONE
+printf 'NE\n' >>"$tmp/con"
+expect_wait guest_wait_line_once_ended 0 "MARKS-1-DONE" MARKS-1-DONE
+
+echo "# classify-console: $n cases, $failed failed"
+[ "$failed" -eq 0 ]
