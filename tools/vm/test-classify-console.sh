@@ -211,6 +211,45 @@ expect rcu_stall_no_backtrace_loaded ours "rcu_preempt detected stalls" -- "$tmp
 grep -v 'hgclock:' "$tmp/steady/console.log" >"$tmp/stall-nomod.log"
 expect rcu_stall_not_loaded infra "rcu_preempt detected stalls" -- --rc 124 "$tmp/stall-nomod.log"
 
+# A hung task on the console (warnings only: no stack) with hgclock
+# loaded cannot be read (CI 2026-12-02, nested 6.1); tools/vm/run's
+# kernel.log (every level, and the sysrq w/l it asks for before the kill)
+# has its stack, which decides.
+mkdir -p "$tmp/hung"
+cat >"$tmp/hung/console.log" <<'EOF2'
+[    4.111694] hgclock: loading out-of-tree module taints kernel.
+[  242.613603] INFO: task khugepaged:35 blocked for more than 120 seconds.
+[  242.615764]       Tainted: G           OE      6.1.0-57-amd64 #1 Debian 6.1.192-3
+[  242.616338] "echo 0 > /proc/sys/kernel/hung_task_timeout_secs" disables this message.
+EOF2
+printf '%s\n' 'ok 8 nested.untracked_silent' \
+	'vm-console: [  242.613603] INFO: task khugepaged:35 blocked for more than 120 seconds.' \
+	'run: TIMEOUT: killed the VM after 420 s' >"$tmp/hung.out"
+expect hung_task_console_only ours "with no readable backtrace, hgclock loaded" -- --rc 124 "$tmp/hung.out" "$tmp/hung"
+{
+	cat "$tmp/hung/console.log"
+	cat <<'EOF2'
+[  242.617001] task:khugepaged      state:D stack:0     pid:35    ppid:2      flags:0x00004000
+[  242.617002] Call Trace:
+[  242.617003]  <TASK>
+[  242.617004]  __schedule+0x34d/0x9e0
+[  242.617005]  schedule+0x5a/0xd0
+[  242.617006]  schedule_timeout+0x118/0x150
+[  242.617007]  __wait_for_common+0x90/0x1d0
+[  242.617008]  __flush_work.isra.0+0x180/0x2a0
+[  242.617009]  __lru_add_drain_all+0x136/0x1e0
+[  242.617010]  khugepaged+0x69/0x1d0
+[  242.617011]  kthread+0xd7/0x100
+[  242.617012]  ret_from_fork+0x22/0x30
+[  242.617013]  </TASK>
+EOF2
+} >"$tmp/hung/kernel.log"
+expect hung_task_kernel_log_readable infra "at __flush_work.isra.0+0x180/0x2a0" -- --rc 124 "$tmp/hung.out" "$tmp/hung"
+sed 's/__flush_work.isra.0+0x180\/0x2a0/hg_ring_drain+0x40\/0x90 [hgclock]/' \
+	"$tmp/hung/kernel.log" >"$tmp/hung/kernel.log.ours"
+mv "$tmp/hung/kernel.log.ours" "$tmp/hung/kernel.log"
+expect hung_task_kernel_log_names_hgclock ours "hg_ring_drain+0x40/0x90 [hgclock]" -- --rc 124 "$tmp/hung.out" "$tmp/hung"
+
 # 6. A silent hang: the run's timeout, nothing on either console.
 mkdir -p "$tmp/hang"
 boot >"$tmp/hang/console.log"
