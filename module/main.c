@@ -80,7 +80,7 @@ static long hgclock_ioctl_get_info(struct file *file, void __user *uarg)
 		info.features |= HGCLOCK_FEAT_PVCLOCK_TRACK;
 	if (hgclock_pair_available())
 		info.features |= HGCLOCK_FEAT_EXIT_PAIR;
-	info.features |= HGCLOCK_FEAT_PAIR_OPT_IN;
+	info.features |= HGCLOCK_FEAT_PAIR_OPT_IN | HGCLOCK_FEAT_PUBLIC_CLOCK;
 	if (hgclock_conv_source() != HGCLOCK_SRC_NONE)
 		info.features |= HGCLOCK_FEAT_USER_CLOCK;
 	if (hgclock_conv_source() == HGCLOCK_SRC_PVCLOCK)
@@ -227,6 +227,26 @@ static struct miscdevice hgclock_misc = {
 	.mode	= 0600,
 };
 
+/*
+ * /dev/hgclock-clock: the per-CPU conversions alone, for every user, so
+ * that any application reads perf's and ftrace's clock without a syscall
+ * (Documentation/uapi.rst says why that leaks nothing).  No open or
+ * release of its own: nothing is allocated per open; an open file pins
+ * the module (owner), and so does a mapping (it holds the file).
+ */
+static const struct file_operations hgclock_clock_fops = {
+	.owner		= THIS_MODULE,
+	.mmap		= hgclock_clock_mmap,
+	.llseek		= noop_llseek,
+};
+
+static struct miscdevice hgclock_clock_misc = {
+	.minor	= MISC_DYNAMIC_MINOR,
+	.name	= HGCLOCK_CLOCK_DEVICE_NAME,
+	.fops	= &hgclock_clock_fops,
+	.mode	= 0444,
+};
+
 static int __init hgclock_init(void)
 {
 	int ret;
@@ -253,9 +273,16 @@ static int __init hgclock_init(void)
 		pr_err("cannot register /dev/%s: %d\n", HGCLOCK_DEVICE_NAME, ret);
 		goto err_track;
 	}
+	ret = misc_register(&hgclock_clock_misc);
+	if (ret) {
+		pr_err("cannot register /dev/%s: %d\n", HGCLOCK_CLOCK_DEVICE_NAME, ret);
+		goto err_misc;
+	}
 	pr_info("ABI %u.%u loaded\n", HGCLOCK_ABI_MAJOR, HGCLOCK_ABI_MINOR);
 	return 0;
 
+err_misc:
+	misc_deregister(&hgclock_misc);
 err_track:
 	hgclock_track_exit();
 err_snapshot:
@@ -271,6 +298,7 @@ err_ring:
  */
 static void __exit hgclock_exit(void)
 {
+	misc_deregister(&hgclock_clock_misc);
 	misc_deregister(&hgclock_misc);
 	hgclock_track_exit();
 	hgclock_snapshot_exit();

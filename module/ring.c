@@ -170,6 +170,18 @@ struct hg_last_conv {
 static DEFINE_PER_CPU(struct hg_last_conv, hg_last_conv);
 
 /*
+ * The public clock (/dev/hgclock-clock): one meta area for everyone,
+ * laid out as a session's (ring_size 0: no data areas), holding only the
+ * per-CPU conversions and online flags.  Each CPU writes its own slot's
+ * conversion (hgclock_ring_publish_conv(), interrupts off, sequence
+ * count), the hotplug callbacks its online flag.  Allocated by
+ * hgclock_ring_init() before any producer starts, freed by
+ * hgclock_ring_exit() after they stopped and the device is gone (a
+ * mapping holds the file, the file the module).
+ */
+static struct hgclock_meta *hg_clock_meta;
+
+/*
  * Producers may run where waking a task is not allowed (inside the
  * scheduler's tracepoints, later): they mark the session and raise an
  * irq_work, which wakes the marked sessions' poll()ers from interrupt
@@ -566,6 +578,12 @@ void hgclock_ring_publish_conv(const struct hgclock_conversion *conv,
 		if (!hg_conv_same(&slot->conv, &last->conv))
 			hg_conv_store(&slot->conv_seq, &slot->conv, &last->conv);
 	}
+	if (hg_clock_meta) {
+		struct hgclock_meta_cpu *slot = hg_meta_cpu_slot(hg_clock_meta, cpu);
+
+		if (!hg_conv_same(&slot->conv, &last->conv))
+			hg_conv_store(&slot->conv_seq, &slot->conv, &last->conv);
+	}
 }
 
 void hgclock_ring_set_online(unsigned int cpu, bool online)
@@ -580,6 +598,8 @@ void hgclock_ring_set_online(unsigned int cpu, bool online)
 			WRITE_ONCE(hg_meta_cpu_slot(ring->meta, cpu)->online, online);
 	}
 	rcu_read_unlock();
+	if (hg_clock_meta)
+		WRITE_ONCE(hg_meta_cpu_slot(hg_clock_meta, cpu)->online, online);
 }
 
 /* ---- sessions --------------------------------------------------------- */
@@ -782,6 +802,29 @@ out:
 	return ret;
 }
 
+/*
+ * /dev/hgclock-clock's mmap: the public meta area, read-only, shared,
+ * from offset 0, at most its length (a reader may map one page first to
+ * learn meta_size).  The file is opened read-only by most, but root may
+ * open it read-write: refuse PROT_WRITE and PROT_EXEC here and take
+ * VM_MAYWRITE and VM_MAYEXEC away so mprotect() cannot add them.
+ */
+int hgclock_clock_mmap(struct file *file, struct vm_area_struct *vma)
+{
+	unsigned long len = vma->vm_end - vma->vm_start;
+
+	/* A read-only file's MAP_SHARED leaves VM_MAYSHARE, not VM_SHARED. */
+	if (!(vma->vm_flags & VM_MAYSHARE))
+		return -EINVAL;
+	if (vma->vm_flags & (VM_WRITE | VM_EXEC))
+		return -EPERM;
+	if (vma->vm_pgoff || !len || len > hg_clock_meta->meta_size)
+		return -EINVAL;
+	hg_vma_flags(vma, VM_DONTEXPAND | VM_DONTDUMP, VM_MAYWRITE | VM_MAYEXEC);
+	/* Maps every page now: no fault handler, no per-mapping state. */
+	return remap_vmalloc_range(vma, hg_clock_meta, 0);
+}
+
 __poll_t hgclock_poll(struct file *file, struct poll_table_struct *wait)
 {
 	struct hg_session *sess = file->private_data;
@@ -960,6 +1003,36 @@ static int hg_ring_cpu_prepare(unsigned int cpu)
 	return 0;
 }
 
+/*
+ * The public clock's meta area, before the snapshots publish anything:
+ * no conversion yet (flags 0, as in a new session's), online flags as
+ * they are now; the hotplug callbacks keep them from here on.
+ */
+static int hg_clock_meta_alloc(void)
+{
+	struct hgclock_meta *meta;
+	unsigned int cpu;
+
+	meta = vmalloc_user(hg_meta_size());
+	if (!meta)
+		return -ENOMEM;
+	meta->magic = HGCLOCK_META_MAGIC;
+	meta->abi_major = HGCLOCK_ABI_MAJOR;
+	meta->abi_minor = HGCLOCK_ABI_MINOR;
+	meta->meta_size = hg_meta_size();
+	meta->header_size = sizeof(struct hgclock_meta);
+	meta->cpu_slot_size = sizeof(struct hgclock_meta_cpu);
+	meta->nr_cpus = nr_cpu_ids;
+	meta->tsc_khz = tsc_khz;
+	cpus_read_lock();
+	for_each_online_cpu(cpu)
+		hg_meta_cpu_slot(meta, cpu)->online = 1;
+	/* Before the hotplug callbacks may look at it. */
+	smp_store_release(&hg_clock_meta, meta);
+	cpus_read_unlock();
+	return 0;
+}
+
 int hgclock_ring_init(void)
 {
 	u64 size = (u64)ring_size_kb << 10;
@@ -979,10 +1052,16 @@ int hgclock_ring_init(void)
 		return -EINVAL;
 	}
 	init_irq_work(&hg_wake_work, hg_wake_fn);
+	ret = hg_clock_meta_alloc();
+	if (ret)
+		return ret;
 	ret = cpuhp_setup_state(CPUHP_BP_PREPARE_DYN, "hgclock:ring",
 				hg_ring_cpu_prepare, NULL);
-	if (ret < 0)
+	if (ret < 0) {
+		vfree(hg_clock_meta);
+		hg_clock_meta = NULL;
 		return ret;
+	}
 	hg_ring_cpuhp_state = ret;
 	return 0;
 }
@@ -993,4 +1072,7 @@ void hgclock_ring_exit(void)
 	/* No file is open: no session, no rings are left. */
 	cpuhp_remove_state_nocalls(hg_ring_cpuhp_state);
 	irq_work_sync(&hg_wake_work);
+	/* /dev/hgclock-clock is gone and no producer runs: nobody reads it. */
+	vfree(hg_clock_meta);
+	hg_clock_meta = NULL;
 }

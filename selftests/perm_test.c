@@ -15,16 +15,21 @@
  *    the rings;
  *  - TRACK and LIST_VCPUS need CAP_PERFMON or CAP_SYS_ADMIN
  *    (perfmon_capable());
- *  - PRODUCE and changing RING_CONFIG need CAP_SYS_ADMIN.
+ *  - PRODUCE and changing RING_CONFIG need CAP_SYS_ADMIN;
+ *  - /dev/hgclock-clock is everyone's (0444): a read-only map of the
+ *    conversions, nothing else.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/capability.h>
+#include <sched.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -487,6 +492,193 @@ TEST_F(perm, group_access_like_udev_rule)
 	ASSERT_EQ(0, chown(HGCLOCK_DEV_PATH, st.st_uid, st.st_gid));
 	ASSERT_EQ(0, chmod(HGCLOCK_DEV_PATH, st.st_mode & 07777));
 	EXPECT_EQ(0, ret);
+}
+
+/* ---- /dev/hgclock-clock: the clock alone, for everyone ---------------- */
+
+#define CLOCK_DEV_PATH "/dev/" HGCLOCK_CLOCK_DEVICE_NAME
+
+/* A conversion copied under its sequence count; false if it kept moving. */
+static bool copy_conv(const struct hgclock_meta_cpu *slot,
+		      struct hgclock_conversion *conv)
+{
+	int tries;
+
+	for (tries = 0; tries < 1000; tries++) {
+		uint32_t seq = __atomic_load_n(&slot->conv_seq, __ATOMIC_ACQUIRE);
+
+		if (seq & 1)
+			continue;
+		memcpy(conv, (const void *)&slot->conv, sizeof(*conv));
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (__atomic_load_n(&slot->conv_seq, __ATOMIC_RELAXED) == seq)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * As nobody with no capability and no group, with @fd (root's
+ * /dev/hgclock file) only for the READ_CLOCK brackets: open and map the
+ * public clock, find the device's rules kept, and read sched_clock from
+ * it without a syscall between two of the kernel's own reads.
+ */
+static void child_public_clock(int fd)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	const struct hgclock_meta *meta;
+	struct hgclock_map map;
+	struct hgclock_now now;
+	struct hgclock_read_clock before, after;
+	size_t meta_size;
+	void *p;
+	int cfd, ret;
+
+	CHILD_EXPECT(open(CLOCK_DEV_PATH, O_RDWR) < 0 && errno == EACCES,
+		     "open O_RDWR as nobody: %s, want EACCES", strerror(errno));
+	cfd = open(CLOCK_DEV_PATH, O_RDONLY | O_CLOEXEC);
+	CHILD_EXPECT(cfd >= 0, "open O_RDONLY as nobody: %s", strerror(errno));
+	if (cfd < 0)
+		return;
+	/* One page first, to learn the area's length. */
+	p = mmap(NULL, page, PROT_READ, MAP_SHARED, cfd, 0);
+	CHILD_EXPECT(p != MAP_FAILED, "mmap one page: %s", strerror(errno));
+	if (p == MAP_FAILED)
+		goto out;
+	meta = p;
+	CHILD_EXPECT(meta->magic == HGCLOCK_META_MAGIC, "magic %#x", meta->magic);
+	CHILD_EXPECT(meta->abi_major == HGCLOCK_ABI_MAJOR && meta->abi_minor >= 3,
+		     "ABI %u.%u", meta->abi_major, meta->abi_minor);
+	CHILD_EXPECT(meta->ring_size == 0 && meta->consumer_size == 0,
+		     "ring_size %llu consumer_size %llu, want 0 0",
+		     (unsigned long long)meta->ring_size,
+		     (unsigned long long)meta->consumer_size);
+	meta_size = meta->meta_size;
+	CHILD_EXPECT(meta_size >= (size_t)page && meta_size % page == 0 &&
+		     meta->header_size + (size_t)meta->nr_cpus * meta->cpu_slot_size <= meta_size,
+		     "meta_size %zu for %u CPUs", meta_size, meta->nr_cpus);
+	munmap(p, page);
+	/* What it must refuse: writing, executing, private, too long, offset. */
+	CHILD_EXPECT(mmap(NULL, meta_size, PROT_READ | PROT_WRITE, MAP_SHARED, cfd, 0) ==
+		     MAP_FAILED && errno == EACCES, "mmap PROT_WRITE: want EACCES, got %s",
+		     strerror(errno));
+	CHILD_EXPECT(mmap(NULL, meta_size, PROT_READ | PROT_EXEC, MAP_SHARED, cfd, 0) ==
+		     MAP_FAILED, "mmap PROT_EXEC succeeded");
+	CHILD_EXPECT(mmap(NULL, meta_size, PROT_READ, MAP_PRIVATE, cfd, 0) == MAP_FAILED &&
+		     errno == EINVAL, "mmap MAP_PRIVATE: want EINVAL, got %s", strerror(errno));
+	CHILD_EXPECT(mmap(NULL, meta_size + page, PROT_READ, MAP_SHARED, cfd, 0) ==
+		     MAP_FAILED && errno == EINVAL, "mmap past meta_size: want EINVAL, got %s",
+		     strerror(errno));
+	CHILD_EXPECT(mmap(NULL, page, PROT_READ, MAP_SHARED, cfd, page) == MAP_FAILED &&
+		     errno == EINVAL, "mmap at offset 1 page: want EINVAL, got %s", strerror(errno));
+	CHILD_EXPECT(ioctl(cfd, HGCLOCK_IOC_GET_INFO, NULL) < 0 && errno == ENOTTY,
+		     "an ioctl on the public clock: want ENOTTY, got %s", strerror(errno));
+
+	p = mmap(NULL, meta_size, PROT_READ, MAP_SHARED, cfd, 0);
+	CHILD_EXPECT(p != MAP_FAILED, "mmap meta_size: %s", strerror(errno));
+	if (p == MAP_FAILED)
+		goto out;
+	CHILD_EXPECT(mprotect(p, meta_size, PROT_READ | PROT_WRITE) < 0 && errno == EACCES,
+		     "mprotect PROT_WRITE: want EACCES, got %s", strerror(errno));
+	memset(&map, 0, sizeof(map));
+	map.meta = p;
+	map.map_size = meta_size;
+	/* On one CPU, so that both brackets are that CPU's sched_clock. */
+	memset(&before, 0, sizeof(before));
+	before.size = sizeof(before);
+	after = before;
+	ret = ioctl(fd, HGCLOCK_IOC_READ_CLOCK, &before);
+	ret = ret ?: hgclock_now_user(&map, &now);
+	ret = ret ?: ioctl(fd, HGCLOCK_IOC_READ_CLOCK, &after);
+	if (ret == -ENODATA) {
+		/* Not a failure of the device: say so in the log. */
+		fprintf(stderr, "# child: no exact conversion on this CPU: bracket not checked\n");
+	} else {
+		CHILD_EXPECT(ret == 0, "reads: %d", ret);
+		CHILD_EXPECT(before.sample.cpu == now.cpu && now.cpu == after.sample.cpu,
+			     "CPUs %u %u %u (pinned)", before.sample.cpu, now.cpu,
+			     after.sample.cpu);
+		CHILD_EXPECT(before.sample.sched_clock_ns <= now.sched_clock_ns &&
+			     now.sched_clock_ns <= after.sample.sched_clock_ns,
+			     "sched_clock %llu not within [%llu, %llu]",
+			     (unsigned long long)now.sched_clock_ns,
+			     (unsigned long long)before.sample.sched_clock_ns,
+			     (unsigned long long)after.sample.sched_clock_ns);
+	}
+	munmap(p, meta_size);
+out:
+	close(cfd);
+}
+
+TEST_F(perm, public_clock_node)
+{
+	struct stat st;
+
+	ASSERT_EQ(0, stat(CLOCK_DEV_PATH, &st));
+	EXPECT_TRUE(S_ISCHR(st.st_mode));
+	EXPECT_EQ(0444, st.st_mode & 07777);
+	EXPECT_EQ(0, st.st_uid);
+}
+
+TEST_F(perm, public_clock_for_nobody)
+{
+	cpu_set_t one;
+
+	CPU_ZERO(&one);
+	CPU_SET(0, &one);
+	ASSERT_EQ(0, sched_setaffinity(0, sizeof(one), &one));
+	EXPECT_EQ(0, run_as_nobody(self->fd, 0, 0, child_public_clock));
+}
+
+/*
+ * The public area says what a session's meta area says: the same
+ * conversion on every CPU (a snapshot first, so that every CPU has one),
+ * the same online flags, and nothing in the heads or losses.
+ */
+TEST_F(perm, public_clock_same_conversions)
+{
+	const struct hgclock_meta *pub;
+	struct hgclock_map map;
+	unsigned int cpu, compared = 0;
+	size_t len;
+	int cfd, round;
+
+	ASSERT_LE(1, hgclock_snapshot(self->fd, -1));
+	ASSERT_EQ(0, hgclock_map_open(self->fd, 0, &map));
+	cfd = open(CLOCK_DEV_PATH, O_RDONLY | O_CLOEXEC);
+	ASSERT_LE(0, cfd);
+	len = map.meta->meta_size;
+	pub = mmap(NULL, len, PROT_READ, MAP_SHARED, cfd, 0);
+	ASSERT_NE(MAP_FAILED, pub);
+	EXPECT_EQ(map.meta->nr_cpus, pub->nr_cpus);
+	EXPECT_EQ(map.meta->meta_size, pub->meta_size);
+	EXPECT_EQ(map.meta->tsc_khz, pub->tsc_khz);
+	for (cpu = 0; cpu < pub->nr_cpus; cpu++) {
+		const struct hgclock_meta_cpu *ps = (const void *)pub + pub->header_size +
+						    (size_t)cpu * pub->cpu_slot_size;
+		const struct hgclock_meta_cpu *ss = hgclock_map_slot(&map, cpu);
+		struct hgclock_conversion pc, sc;
+		bool same = false;
+
+		EXPECT_EQ(ss->online, ps->online) TH_LOG("CPU %u", cpu);
+		EXPECT_EQ(0, ps->head);
+		EXPECT_EQ(0, ps->lost);
+		if (!ss->online)
+			continue;
+		/* A snapshot may land between the two copies: try again. */
+		for (round = 0; round < 5 && !same; round++) {
+			ASSERT_TRUE(copy_conv(ps, &pc));
+			ASSERT_TRUE(copy_conv(ss, &sc));
+			same = !memcmp(&pc, &sc, sizeof(pc));
+		}
+		EXPECT_TRUE(same) TH_LOG("CPU %u: public and session conversions differ", cpu);
+		EXPECT_NE(0, pc.flags & HGCLOCK_CONV_VALID) TH_LOG("CPU %u", cpu);
+		compared++;
+	}
+	EXPECT_LE(1, compared);
+	munmap((void *)pub, len);
+	close(cfd);
+	hgclock_map_close(&map);
 }
 
 TEST_HARNESS_MAIN

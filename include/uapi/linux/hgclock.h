@@ -24,10 +24,22 @@
 #include <linux/types.h>
 
 #define HGCLOCK_DEVICE_NAME	"hgclock"
+/*
+ * The clock alone, for every user (mode 0444): mmap(fd, 0, len, PROT_READ,
+ * MAP_SHARED) with 0 < len <= meta_size maps a meta area laid out as a
+ * ring mapping's (struct hgclock_meta, then one struct hgclock_meta_cpu
+ * per CPU: online flag and conversion), with ring_size and consumer_size 0
+ * and every head and lost 0.  No data areas, no ioctl, nothing per open.
+ * Since ABI 1.3 (HGCLOCK_FEAT_PUBLIC_CLOCK).  Documentation/uapi.rst.
+ */
+#define HGCLOCK_CLOCK_DEVICE_NAME	"hgclock-clock"
 
 #define HGCLOCK_ABI_MAJOR	1
-/* 1.1: exit pairing; 1.2: pairing opt-in, UNTRACKED and EXIT_SUPPRESSED */
-#define HGCLOCK_ABI_MINOR	2
+/*
+ * 1.1: exit pairing; 1.2: pairing opt-in, UNTRACKED and EXIT_SUPPRESSED;
+ * 1.3: /dev/hgclock-clock
+ */
+#define HGCLOCK_ABI_MINOR	3
 
 /* Feature bits reported in hgclock_info.features. */
 #define HGCLOCK_FEAT_READ_CLOCK		(1ULL << 0)	/* HGCLOCK_IOC_READ_CLOCK */
@@ -41,6 +53,8 @@
 #define HGCLOCK_FEAT_PVCLOCK_TRACK	(1ULL << 8)	/* host: PVCLOCK records */
 /* host: EXIT_HOST only for VMs enabled by HGCLOCK_TRACK_PAIR_ON (1.2) */
 #define HGCLOCK_FEAT_PAIR_OPT_IN	(1ULL << 9)
+/* /dev/hgclock-clock: the per-CPU conversions, mappable by anyone (1.3) */
+#define HGCLOCK_FEAT_PUBLIC_CLOCK	(1ULL << 10)
 
 /* Bits of hgclock_info.clock_flags. */
 #define HGCLOCK_CLK_TSC_UNSTABLE	(1U << 0) /* kernel marked the TSC unstable */
