@@ -170,6 +170,7 @@ def main():
     nev = sum(1 for e in trace["traceEvents"] if e.get("ph") == "i")
     tap(lines == nev, "text_has_every_event", "%d text lines, %d JSON events" % (lines, nev))
     tap(back == 0, "text_in_host_order", "%d lines earlier than the one before" % back)
+    marker_placement(tool, corr, d, guest)
     tc = tracecmd_placement(d, guest)
     if tc:
         print("# trace-cmd's own placement of the same %d guest events (its TimeShift): "
@@ -181,6 +182,57 @@ def main():
                     and "EVENTS DROPPED" not in l)
         tap(r.returncode == 0 and count == want, "no_event_lost_" + name,
             "trace-cmd report: %d events, hgclock merge: %d" % (count, want))
+
+
+def marker_placement(tool, corr, d, guest_events):
+    """The marker method (the guest's pairmark markers in its trace.dat and
+    the host's EXIT_HOST records) against kvm-exact, on the same guest
+    events: hgclock convert --method marker --markers on up to 2000 of the
+    events merge mapped kvm-exact (exact to 1-2 ns), each answer's
+    distance from the kvm-exact host time against its stated bound."""
+    exact = [e for e in guest_events if e["args"].get("mapping") == "kvm-exact"]
+    step = max(1, len(exact) // 2000)
+    sample = exact[::step][:2000]
+    lines = "".join("%d %d\n" % (e["tid"], int(e["args"]["guest_ts"])) for e in sample)
+    p = subprocess.run([tool, "convert", corr, "--guest", "0", "--clock", "local", "--json",
+                        "--method", "marker", "--markers", guest_path(d)],
+                       input=lines, capture_output=True, text=True)
+    m = re.search(r"(\d+) marker pairings on '(\S+)' from (\d+) markers", p.stderr)
+    pairs = int(m.group(1)) if m else 0
+    tap(p.returncode == 0 and pairs > 0, "marker_pairs",
+        "%d marker pairings from %s markers (exit %d)%s" %
+        (pairs, m.group(3) if m else "no", p.returncode,
+         "" if m else ": " + p.stderr.strip().replace("\n", " | ")[:300]))
+    if p.returncode or not pairs:
+        tap(False, "marker_within_bound", "no marker pairings to measure")
+        return
+    errs, bounds, outside, unmapped, unbounded = [], [], [], 0, 0
+    for e, line in zip(sample, p.stdout.splitlines()):
+        r = json.loads(line)
+        if "host_value" not in r:
+            unmapped += 1
+            continue
+        if r["bound_ns"] is None:
+            unbounded += 1
+            continue
+        err = abs(r["host_value"] - ns(e["ts"]))
+        # The kvm-exact time itself is exact to 1-2 ns (sync.rst).
+        if err > r["bound_ns"] + 2:
+            outside.append("v%d guest %s: off %d ns, bound %d ns" %
+                           (e["tid"], e["args"]["guest_ts"], err, r["bound_ns"]))
+        errs.append(err)
+        bounds.append(r["bound_ns"])
+    for x in outside[:5]:
+        print("# " + x)
+    errs.sort()
+    bounds.sort()
+    tap(errs and not outside, "marker_within_bound",
+        "%d of %d kvm-exact events mapped by markers with a bound (%d unmapped: before the "
+        "first or after the last pairing, %d without a bound), %d beyond it; error median %d ns, "
+        "max %d ns; bound median %d ns, max %d ns" %
+        (len(errs), len(sample), unmapped, unbounded, len(outside),
+         errs[len(errs) // 2] if errs else -1, errs[-1] if errs else -1,
+         bounds[len(bounds) // 2] if bounds else -1, bounds[-1] if bounds else -1))
 
 
 def tracecmd_placement(d, guest_events):

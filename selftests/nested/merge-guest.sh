@@ -15,9 +15,18 @@ agent=$!
 trace-cmd agent >/tmp/tc-agent.log 2>&1 &
 tcagent=$!
 guest_sleepers 0.01
+# Marker pairings (hgclock pairmark, Documentation/sync.rst) into the
+# top-level trace_marker, which trace-cmd's agent records: the merge
+# checks measure the marker method against kvm-exact on the same events.
+# The pairings made while trace-cmd has the buffer off are skipped and
+# counted.
+hgclock pairmark --interval 200 >/tmp/pairmark.log 2>&1 &
+pairmark=$!
 echo "GUEST-WAITING"
 host_wait DONE || exit 1
-kill $agent $tcagent 2>/dev/null
+kill $agent $tcagent $pairmark 2>/dev/null
 wait $agent
+wait $pairmark
 sed 's/^/guest: agent: /' /tmp/agent.log | tail -n 3
+sed 's/^/guest: pairmark: /' /tmp/pairmark.log | tail -n 3
 echo "guest: done"
