@@ -17,7 +17,7 @@ CC ?= gcc
 
 USER_CFLAGS := -O2 -g -std=gnu11 -Wall -Wextra -Werror -Wshadow \
 	-Wstrict-prototypes -Wmissing-prototypes -D_GNU_SOURCE \
-	-Iinclude/uapi -Iuser $(EXTRA_CFLAGS)
+	-Iinclude/uapi -Iuser -Iuser/lib -Iuser/lib/include $(EXTRA_CFLAGS)
 # hgclock merge reads trace.dat with libtracecmd and libtraceevent.
 TRACECMD_CFLAGS := $(shell pkg-config --cflags libtracecmd libtraceevent 2>/dev/null || \
 	echo -I/usr/include/trace-cmd -I/usr/include/traceevent -I/usr/include/tracefs)
@@ -31,10 +31,13 @@ ZSTD_LIBS := $(shell pkg-config --libs libzstd 2>/dev/null)
 USER_CFLAGS += $(ZSTD_CFLAGS)
 USER_LDFLAGS := $(EXTRA_LDFLAGS) $(TRACECMD_LIBS) $(ZSTD_LIBS) -lpthread -lm
 
-LIB_SRCS := user/libhgclock.c user/ring.c user/uclock.c user/corr.c user/corr_check.c user/proto.c \
-	user/sync.c
+# libhgclock (user/lib/), linked statically into the tool; the command's files
+# are in user/.  user/lib/clock.c is the application API of libhgclock.so (below).
+LIB_SRCS := user/lib/libhgclock.c user/lib/ring.c user/lib/uclock.c user/lib/corr.c \
+	user/lib/corr_check.c user/lib/proto.c user/lib/sync.c user/lib/clock.c
 # Exit pairing by trace_marker for guests without the module (pure part; guest binary too)
-LIB_SRCS += user/markpair.c
+LIB_SRCS += user/lib/markpair.c
+LIB_HDRS := $(wildcard user/lib/*.h) user/lib/include/hgclock/hgclock.h
 TOOL_SRCS := user/hgclock.c user/util.c user/output.c user/json.c \
 	user/cmd_info.c user/cmd_now.c user/cmd_snapshots.c user/cmd_vcpus.c user/cmd_records.c user/recprint.c \
 	user/cmd_record.c user/cmd_recover.c user/cmd_dump.c user/cmd_agent.c user/cmd_convert.c user/cmd_mark.c \
@@ -47,6 +50,23 @@ TOOL_SRCS += user/vmfind.c
 TOOL_SRCS += user/cmd_pairmark.c user/markpair_trace.c
 LIB := $(BUILD)/user/libhgclock.a
 TOOL := $(BUILD)/user/hgclock
+# The shared library for applications (Documentation/library.rst): the
+# version from the public header, the one place it is defined.
+SO_HDR := user/lib/include/hgclock/hgclock.h
+so_version = $(shell sed -n 's/^.define HGCLOCK_LIB_VERSION_$(1)[[:space:]]*\([0-9]*\)$$/\1/p' $(SO_HDR))
+SO_MAJOR := $(call so_version,MAJOR)
+SO_VERSION := $(SO_MAJOR).$(call so_version,MINOR).$(call so_version,PATCH)
+SO_NAME := libhgclock.so.$(SO_MAJOR)
+SO_REAL := $(BUILD)/user/libhgclock.so.$(SO_VERSION)
+SO_LINKS := $(BUILD)/user/$(SO_NAME) $(BUILD)/user/libhgclock.so
+SO_SRCS := user/lib/clock.c user/lib/libhgclock.c user/lib/ring.c user/lib/uclock.c
+# libhgclock's pages (section 3): one page per file in Documentation/man/man3,
+# and for each other function of a page a one-line .so page pointing to it.
+MAN3_PAGES := $(patsubst Documentation/man/man3/%.rst,$(BUILD)/man/man3/%.3,\
+	$(wildcard Documentation/man/man3/*.rst))
+MAN3_LINKS := $(patsubst %,$(BUILD)/man/man3/%.3,hgclock_clock_read hgclock_clock_close \
+	hgclock_clock_strerror hgclock_lib_version)
+MAN3 := $(MAN3_PAGES) $(MAN3_LINKS)
 # hgclock-guest: the guest-side commands alone (user/guest_main.c), without merge and
 # so without libtracecmd; the hgclock-guest package (Documentation/install.rst).
 GUEST_SRCS := user/guest_main.c user/util.c user/output.c user/json.c \
@@ -55,7 +75,8 @@ GUEST := $(BUILD)/user/hgclock-guest
 
 KSFT_DIR := $(BUILD)/ksft
 KSFT_HDR := $(KSFT_DIR)/kselftest_harness.h
-SELFTEST_CFLAGS := -O2 -g -std=gnu11 -Wall -Werror -D_GNU_SOURCE -Iinclude/uapi -Iuser -I$(KSFT_DIR) \
+SELFTEST_CFLAGS := -O2 -g -std=gnu11 -Wall -Werror -D_GNU_SOURCE -Iinclude/uapi -Iuser -Iuser/lib \
+	-Iuser/lib/include -I$(KSFT_DIR) \
 	$(ZSTD_CFLAGS)
 TRACEFS_CFLAGS := $(shell pkg-config --cflags libtracefs 2>/dev/null)
 TRACEFS_LIBS := $(shell pkg-config --libs libtracefs 2>/dev/null || echo -ltracefs -ltraceevent)
@@ -67,7 +88,7 @@ SELFTESTS := $(BUILD)/selftests/hgclock_test $(BUILD)/selftests/ring_test \
 UNIT_TESTS := $(BUILD)/unit/test_json $(BUILD)/unit/test_lib $(BUILD)/unit/test_corr \
 	$(BUILD)/unit/test_sync $(BUILD)/unit/test_merge $(BUILD)/unit/test_cli \
 	$(BUILD)/unit/test_identity $(BUILD)/unit/test_vmfind $(BUILD)/unit/test_markpair \
-	$(BUILD)/unit/test_manyguests
+	$(BUILD)/unit/test_manyguests $(BUILD)/unit/test_libso
 BENCHES := $(BUILD)/bench/bench_read_clock $(BUILD)/bench/bench_ring \
 	$(BUILD)/bench/bench_pingpong $(BUILD)/bench/bench_compress
 
@@ -80,9 +101,9 @@ all: module user selftests
 module:
 	tools/build-module.sh "$(KDIR)" "$(BUILD)/module"
 
-user: $(TOOL) $(LIB) $(GUEST)
+user: $(TOOL) $(LIB) $(GUEST) $(SO_LINKS)
 
-$(BUILD)/user/%.o: user/%.c include/uapi/linux/hgclock.h $(wildcard user/*.h)
+$(BUILD)/user/%.o: user/%.c include/uapi/linux/hgclock.h $(wildcard user/*.h) $(LIB_HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(USER_CFLAGS) -c -o $@ $<
 
@@ -91,6 +112,29 @@ $(LIB): $(LIB_SRCS:user/%.c=$(BUILD)/user/%.o)
 
 $(TOOL): $(TOOL_SRCS:user/%.c=$(BUILD)/user/%.o) $(LIB)
 	$(CC) $(USER_CFLAGS) -o $@ $^ $(USER_LDFLAGS)
+
+# libhgclock.so: the application API of <hgclock/hgclock.h> (user/lib/clock.c)
+# and the parts of the library it uses, compiled again as PIC with hidden
+# visibility; user/lib/libhgclock.map exports the API's functions alone, in
+# version node HGCLOCK_1.0 (Documentation/library.rst).  The version is the
+# header's HGCLOCK_LIB_VERSION_*: real name libhgclock.so.MAJOR.MINOR.PATCH,
+# SONAME libhgclock.so.MAJOR, and libhgclock.so for the linker.
+$(BUILD)/user/pic/%.o: user/%.c include/uapi/linux/hgclock.h $(LIB_HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(USER_CFLAGS) -fPIC -fvisibility=hidden -c -o $@ $<
+
+$(SO_REAL): $(SO_SRCS:user/%.c=$(BUILD)/user/pic/%.o) user/lib/libhgclock.map
+	$(CC) -shared -Wl,-soname,$(SO_NAME) -Wl,--version-script=user/lib/libhgclock.map \
+		-Wl,-z,defs -o $@ $(filter %.o,$^) $(EXTRA_LDFLAGS)
+
+$(BUILD)/user/$(SO_NAME): $(SO_REAL)
+	ln -sfn $(notdir $<) $@
+
+$(BUILD)/user/libhgclock.so: $(BUILD)/user/$(SO_NAME)
+	ln -sfn $(notdir $<) $@
+
+.PHONY: lib
+lib: $(SO_LINKS)
 
 # Linked without TRACECMD_LIBS: tools/deb-check.sh checks it needs no libtracecmd.
 .PHONY: guest
@@ -101,7 +145,7 @@ $(GUEST): $(GUEST_SRCS:user/%.c=$(BUILD)/user/%.o) $(LIB)
 
 # The version from user/hgclock.c (VERSION, below), the one place it is defined.
 $(BUILD)/user/guest_main.o: user/guest_main.c user/hgclock.c include/uapi/linux/hgclock.h \
-		$(wildcard user/*.h)
+		$(wildcard user/*.h) $(LIB_HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(USER_CFLAGS) -DHGCLOCK_VERSION='"$(VERSION)"' -c -o $@ $<
 
@@ -166,6 +210,15 @@ $(BUILD)/unit/test_cli: selftests/unit/test_cli.sh $(TOOL) $(MERGE_DATA)
 	@mkdir -p $(dir $@)
 	sed 's|@TOP@|$(CURDIR)|' $< >$@.tmp && chmod +x $@.tmp && mv $@.tmp $@
 
+# libhgclock.so for applications: install-lib into a temporary DESTDIR, the
+# example built by pkg-config against it (a script; @TOP@ the source tree,
+# @BUILD@ this build, whose make install-lib it runs: all built by then).
+$(BUILD)/unit/test_libso: selftests/unit/test_libso.sh $(SO_LINKS) $(MAN3) user/lib/hgclock.pc.in \
+		user/lib/libhgclock.map tools/examples/hgclock-clock.c
+	@mkdir -p $(dir $@)
+	sed -e 's|@TOP@|$(CURDIR)|' -e 's|@BUILD@|$(abspath $(BUILD))|' $< >$@.tmp && \
+		chmod +x $@.tmp && mv $@.tmp $@
+
 # Marker pairing for guests without the module (markpair.h)
 $(BUILD)/unit/test_markpair: selftests/unit/test_markpair.c selftests/unit/gen.h $(LIB) $(KSFT_HDR)
 	@mkdir -p $(dir $@)
@@ -175,10 +228,10 @@ $(BUILD)/unit/test_vmfind: selftests/unit/test_vmfind.c user/vmfind.c user/vmfin
 	@mkdir -p $(dir $@)
 	$(CC) $(SELFTEST_CFLAGS) -o $@ selftests/unit/test_vmfind.c user/vmfind.c
 
-$(BUILD)/unit/test_corr: selftests/unit/test_corr.c user/corr.c user/corr_check.c user/corr.h \
-		user/corr_check.h selftests/unit/gen.h $(KSFT_HDR)
+$(BUILD)/unit/test_corr: selftests/unit/test_corr.c user/lib/corr.c user/lib/corr_check.c \
+		user/lib/corr.h user/lib/corr_check.h selftests/unit/gen.h $(KSFT_HDR)
 	@mkdir -p $(dir $@)
-	$(CC) $(SELFTEST_CFLAGS) -o $@ selftests/unit/test_corr.c user/corr.c user/corr_check.c \
+	$(CC) $(SELFTEST_CFLAGS) -o $@ selftests/unit/test_corr.c user/lib/corr.c user/lib/corr_check.c \
 		$(ZSTD_LIBS)
 
 # The correlation file reader under libFuzzer, ASan and UBSan (clang).
@@ -187,10 +240,10 @@ FUZZ_TIME ?= 20
 # HGCLOCK_FUZZ_BASE names) and runs the mapping on it: the library is built in,
 # sanitized too, with plot's axes and convert's stdin parser.
 $(BUILD)/fuzz/fuzz_corr: selftests/fuzz/fuzz_corr.c $(LIB_SRCS) user/plot_axis.c user/vcpu_lines.c \
-		$(wildcard user/*.h) include/uapi/linux/hgclock.h $(BUILD)/unit/data/merge.hgc
+		$(wildcard user/*.h) $(LIB_HDRS) include/uapi/linux/hgclock.h $(BUILD)/unit/data/merge.hgc
 	@mkdir -p $(dir $@)
 	clang -g -O1 -std=gnu11 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined \
-		-fno-sanitize-recover=all -Iinclude/uapi -Iuser $(ZSTD_CFLAGS) \
+		-fno-sanitize-recover=all -Iinclude/uapi -Iuser -Iuser/lib -Iuser/lib/include $(ZSTD_CFLAGS) \
 		-DHGCLOCK_FUZZ_BASE_DEFAULT='"$(abspath $(BUILD)/unit/data/merge.hgc)"' \
 		-o $@ selftests/fuzz/fuzz_corr.c $(LIB_SRCS) user/plot_axis.c user/vcpu_lines.c \
 		$(ZSTD_LIBS) -lm
@@ -246,10 +299,14 @@ clean:
 # the module either for one kernel or through DKMS (never both: each refuses
 # when the other is there).  Or packages: make deb.
 #
-#   make install [DESTDIR=...] [PREFIX=/usr/local]   tool, man pages, udev rule, group
+#   make install [DESTDIR=...] [PREFIX=/usr/local]   tool, man pages, udev rule, group,
+#                                                    and install-lib:
+#   make install-lib [DESTDIR=...] [PREFIX=...] [LIBDIR=PREFIX/lib]
+#                    libhgclock.so.1 and its links, <hgclock/hgclock.h>,
+#                    hgclock.pc, the section 3 man pages
 #   make install-module [DESTDIR=...] [KDIR=...]     the module for KDIR's kernel
 #   make dkms-install                                the module by DKMS, every kernel
-#   make uninstall, uninstall-module, dkms-uninstall, man, dkms-src
+#   make uninstall, uninstall-lib, uninstall-module, dkms-uninstall, man, dkms-src
 #   make deb                                         Debian packages into $(BUILD)/deb
 #
 # The version lives in one place, HGCLOCK_VERSION in user/hgclock.c; the
@@ -268,12 +325,15 @@ PREFIX ?= /usr/local
 BINDIR ?= $(PREFIX)/bin
 MANDIR ?= $(PREFIX)/share/man
 UDEVRULESDIR ?= /etc/udev/rules.d
+LIBDIR ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
 MAN_PAGES := $(patsubst Documentation/man/%.rst,$(BUILD)/man/%.1,$(wildcard Documentation/man/*.rst))
 # hgclock-guest(1) is not a command of hgclock's: its page lives with the packaging.
 GUEST_MAN := $(BUILD)/man/guest/hgclock-guest.1
 
-.PHONY: install uninstall install-module uninstall-module man dkms-src dkms-install \
-	dkms-uninstall kver-check deb
+.PHONY: install uninstall install-lib uninstall-lib install-module uninstall-module man \
+	dkms-src dkms-install dkms-uninstall kver-check deb
 
 kver-check:
 	@test -n "$(KVER)" || { echo "make: no kernel release for KDIR='$(KDIR)': install linux-headers (tools/deps.sh) or pass KDIR=" >&2; exit 1; }
@@ -281,7 +341,17 @@ kver-check:
 $(MODULE_KO): Kbuild $(wildcard module/*.c module/*.h) include/uapi/linux/hgclock.h | kver-check
 	tools/build-module.sh "$(KDIR_REAL)" "$(BUILD)/module"
 
-man: $(MAN_PAGES) $(GUEST_MAN)
+man: $(MAN_PAGES) $(GUEST_MAN) $(MAN3)
+
+$(MAN3_PAGES): $(BUILD)/man/man3/%.3: Documentation/man/man3/%.rst $(SO_HDR)
+	@mkdir -p $(dir $@)
+	sed '/^:Manual section:/a :Version: libhgclock $(SO_VERSION)' $< >$(@:.3=.rst)
+	rst2man --halt=warning --input-encoding=utf-8 $(@:.3=.rst) $@.tmp
+	mv $@.tmp $@
+
+$(MAN3_LINKS):
+	@mkdir -p $(dir $@)
+	echo '.so man3/hgclock_clock_open.3' >$@
 
 $(GUEST_MAN): $(BUILD)/man/guest/%.1: tools/pkg/%.rst user/hgclock.c
 	@mkdir -p $(dir $@)
@@ -296,7 +366,7 @@ $(BUILD)/man/%.1: Documentation/man/%.rst user/hgclock.c
 	mv $@.tmp $@
 
 # User space only: the module comes from install-module or dkms-install.
-install: $(TOOL) man
+install: $(TOOL) man install-lib
 	install -D -m 0755 $(TOOL) $(DESTDIR)$(BINDIR)/hgclock
 	install -D -m 0644 tools/udev/60-hgclock.rules $(DESTDIR)$(UDEVRULESDIR)/60-hgclock.rules
 	install -d -m 0755 $(DESTDIR)$(MANDIR)/man1
@@ -310,10 +380,35 @@ install: $(TOOL) man
 		fi; \
 	fi
 
-uninstall:
+uninstall: uninstall-lib
 	rm -f $(DESTDIR)$(BINDIR)/hgclock \
 		$(DESTDIR)$(UDEVRULESDIR)/60-hgclock.rules \
 		$(DESTDIR)$(MANDIR)/man1/hgclock.1 $(DESTDIR)$(MANDIR)/man1/hgclock-*.1
+
+# The library for applications (Documentation/library.rst).  hgclock.pc is
+# written here, with the directories of this install; ldconfig runs only
+# without DESTDIR (packages run it by their trigger).
+install-lib: $(SO_REAL) $(MAN3)
+	install -D -m 0644 $(SO_REAL) $(DESTDIR)$(LIBDIR)/$(notdir $(SO_REAL))
+	ln -sfn $(notdir $(SO_REAL)) $(DESTDIR)$(LIBDIR)/$(SO_NAME)
+	ln -sfn $(SO_NAME) $(DESTDIR)$(LIBDIR)/libhgclock.so
+	install -D -m 0644 $(SO_HDR) $(DESTDIR)$(INCLUDEDIR)/hgclock/hgclock.h
+	install -d -m 0755 $(DESTDIR)$(PKGCONFIGDIR)
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
+		-e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' -e 's|@VERSION@|$(SO_VERSION)|' \
+		user/lib/hgclock.pc.in >$(DESTDIR)$(PKGCONFIGDIR)/hgclock.pc.tmp
+	chmod 0644 $(DESTDIR)$(PKGCONFIGDIR)/hgclock.pc.tmp
+	mv $(DESTDIR)$(PKGCONFIGDIR)/hgclock.pc.tmp $(DESTDIR)$(PKGCONFIGDIR)/hgclock.pc
+	install -d -m 0755 $(DESTDIR)$(MANDIR)/man3
+	install -m 0644 $(MAN3) $(DESTDIR)$(MANDIR)/man3/
+	@if [ -z "$(DESTDIR)" ] && command -v ldconfig >/dev/null; then ldconfig; fi
+
+uninstall-lib:
+	rm -f $(DESTDIR)$(LIBDIR)/$(notdir $(SO_REAL)) $(DESTDIR)$(LIBDIR)/$(SO_NAME) \
+		$(DESTDIR)$(LIBDIR)/libhgclock.so $(DESTDIR)$(INCLUDEDIR)/hgclock/hgclock.h \
+		$(DESTDIR)$(PKGCONFIGDIR)/hgclock.pc $(addprefix $(DESTDIR)$(MANDIR)/man3/,$(notdir $(MAN3)))
+	rmdir --ignore-fail-on-non-empty $(DESTDIR)$(INCLUDEDIR)/hgclock 2>/dev/null || true
+	@if [ -z "$(DESTDIR)" ] && command -v ldconfig >/dev/null; then ldconfig; fi
 
 # The module for KDIR's kernel only, without DKMS (no rebuild on kernel updates).
 # DKMS's copy goes to updates/dkms/: with both, which one modprobe loads would
@@ -370,7 +465,9 @@ deb:
 # ---- User space under AddressSanitizer and UBSan ---------------------------
 #
 # The tool, libhgclock and the unit tests, built with SAN_CC (default CC)
-# into SAN_BUILD; tools/asan-check.sh runs them (make asan-check).
+# into SAN_BUILD; tools/asan-check.sh runs them (make asan-check).  Not
+# test_libso: it installs libhgclock.so and loads it into an example built
+# without the sanitizers, which an instrumented library cannot be.
 SAN_BUILD ?= $(BUILD)/asan
 SAN_CC ?= $(CC)
 SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
@@ -382,7 +479,8 @@ asan: $(KSFT_HDR)
 		EXTRA_CFLAGS="$(EXTRA_CFLAGS) $(SAN_FLAGS)" \
 		EXTRA_LDFLAGS="$(EXTRA_LDFLAGS) $(SAN_FLAGS)" \
 		SELFTEST_CFLAGS="$(SELFTEST_CFLAGS) $(SAN_FLAGS)" \
-		$(SAN_BUILD)/user/hgclock $(patsubst $(BUILD)/%,$(SAN_BUILD)/%,$(UNIT_TESTS))
+		$(SAN_BUILD)/user/hgclock \
+		$(patsubst $(BUILD)/%,$(SAN_BUILD)/%,$(filter-out %/test_libso,$(UNIT_TESTS)))
 
 asan-check: asan $(BUILD)/unit/test_corr
 	tools/asan-check.sh $(BUILD) $(SAN_BUILD)

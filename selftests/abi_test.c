@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "kselftest_harness.h"
-#include "../user/libhgclock.h"
+#include "../user/lib/libhgclock.h"
 #include "test_util.h"
 
 #define BUF_SIZE	8192

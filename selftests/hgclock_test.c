@@ -21,7 +21,7 @@
 #include <event-parse.h>
 
 #include "kselftest_harness.h"
-#include "../user/libhgclock.h"
+#include "../user/lib/libhgclock.h"
 #include "test_util.h"
 
 #define POISON 0xcc

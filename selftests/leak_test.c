@@ -34,7 +34,7 @@
 #include <unistd.h>
 
 #include "kselftest_harness.h"
-#include "../user/libhgclock.h"
+#include "../user/lib/libhgclock.h"
 #include "test_util.h"
 
 #define POISON		0xa5

@@ -22,7 +22,7 @@
 #include <event-parse.h>
 
 #include "kselftest_harness.h"
-#include "../user/libhgclock.h"
+#include "../user/lib/libhgclock.h"
 #include "test_util.h"
 
 static void pin_to_cpu(struct __test_metadata *_metadata, int cpu)

@@ -36,7 +36,7 @@
 #include <unistd.h>
 
 #include "kselftest_harness.h"
-#include "../user/libhgclock.h"
+#include "../user/lib/libhgclock.h"
 #include "test_util.h"
 
 static int stress_seconds(void)

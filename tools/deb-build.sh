@@ -39,7 +39,7 @@ case "$out/" in
 esac
 src="$out/hgclock-$version"
 rm -rf "$src"
-rm -f "$out"/hgclock*.deb "$out"/hgclock_*.buildinfo "$out"/hgclock_*.changes
+rm -f "$out"/hgclock*.deb "$out"/libhgclock*.deb "$out"/hgclock_*.buildinfo "$out"/hgclock_*.changes
 mkdir -p "$src"
 
 # What the packages are built from, without build products of the tree
@@ -47,10 +47,11 @@ mkdir -p "$src"
 (cd "$top" && tar -cf - --exclude='*.o' --exclude='*.ko' --exclude='*.mod' \
 	--exclude='*.mod.c' --exclude='.*.cmd' --exclude='*.a' --exclude=__pycache__ \
 	--exclude=Module.symvers --exclude=modules.order \
-	--exclude=debian/build --exclude='debian/hgclock*/' --exclude='debian/.debhelper' \
+	--exclude=debian/build --exclude='debian/hgclock*/' --exclude='debian/libhgclock*/' \
+	--exclude=debian/tmp --exclude='debian/.debhelper' \
 	--exclude='debian/*.substvars' --exclude='debian/*debhelper*' --exclude=debian/files \
 	Makefile Kbuild dkms.conf README.md include module user Documentation debian \
-	tools/udev tools/pkg tools/kdir.sh) | tar -C "$src" -xf -
+	tools/udev tools/pkg tools/kdir.sh tools/examples) | tar -C "$src" -xf -
 
 log="$out/build.log"
 start=$(date +%s)
@@ -59,4 +60,4 @@ if ! (cd "$src" && nice dpkg-buildpackage -b -us -uc) >"$log" 2>&1; then
 	fail "dpkg-buildpackage failed (log $log)"
 fi
 echo "deb-build: built in $(($(date +%s) - start)) s (log $log)" >&2
-ls "$out"/hgclock*_"$version"_*.deb
+ls "$out"/hgclock*_"$version"_*.deb "$out"/libhgclock*_"$version"_*.deb

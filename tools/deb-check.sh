@@ -46,6 +46,7 @@ machine_state() {
 }
 tree_products() {
 	(cd "$top" && ls -d debian/build debian/hgclock debian/hgclock-guest debian/hgclock-dkms \
+		debian/libhgclock1 debian/libhgclock-dev debian/tmp ../libhgclock*.deb \
 		debian/.debhelper debian/files debian/*.substvars debian/*.debhelper* \
 		debian/debhelper-build-stamp ../hgclock*.deb ../hgclock_*.changes \
 		../hgclock_*.buildinfo 2>/dev/null) || true
@@ -65,7 +66,7 @@ cp "$tmp/deb/build.log" "$log_dir/"
 out=$tmp/deb
 echo "# make deb: $(($(date +%s) - start)) s"
 debs=""
-for p in hgclock hgclock-guest hgclock-dkms; do
+for p in hgclock hgclock-guest hgclock-dkms libhgclock1 libhgclock-dev; do
 	arch=amd64
 	[ "$p" != hgclock-dkms ] || arch=all
 	deb="$out/${p}_${version}_$arch.deb"
@@ -74,15 +75,17 @@ for p in hgclock hgclock-guest hgclock-dkms; do
 		echo "# $(basename "$deb"): $(stat -c %s "$deb") bytes"
 	fi
 done
-if [ "$(wc -w <<<"$debs")" -eq 3 ]; then
+if [ "$(wc -w <<<"$debs")" -eq 5 ]; then
 	tap ok build
 else
-	tap not-ok build "expected hgclock, hgclock-guest, hgclock-dkms $version; got:$(cd "$out" && echo ./*.deb)"
+	tap not-ok build "expected hgclock, hgclock-guest, hgclock-dkms, libhgclock1, libhgclock-dev $version; got:$(cd "$out" && echo ./*.deb)"
 	exit 1
 fi
 deb_hgclock="$out/hgclock_${version}_amd64.deb"
 deb_guest="$out/hgclock-guest_${version}_amd64.deb"
 deb_dkms="$out/hgclock-dkms_${version}_all.deb"
+deb_lib="$out/libhgclock1_${version}_amd64.deb"
+deb_dev="$out/libhgclock-dev_${version}_amd64.deb"
 
 # ---- lintian: no error (warnings are listed; install.rst explains those left) --
 set +e
@@ -110,6 +113,8 @@ files_of() {
 files_hgclock=$(files_of "$deb_hgclock")
 files_guest=$(files_of "$deb_guest")
 files_dkms=$(files_of "$deb_dkms")
+files_lib=$(files_of "$deb_lib")
+files_dev=$(files_of "$deb_dev")
 has() { grep -qx -- "$2" <<<"$1"; }
 # A TAP line from $m: ok when empty, else not ok with REASON.
 verdict() {
@@ -200,6 +205,38 @@ for rst in Documentation/man/*.rst; do
 	[ $n -eq 1 ] || m="$m $(basename "$rst" .rst)($n)"
 done
 verdict man_pages "pages not in exactly one package:$m"
+
+# libhgclock (Documentation/library.rst): the library and its SONAME link in
+# libhgclock1, the rest in libhgclock-dev; the .so link resolves within the
+# two; hgclock.pc points at the multiarch libdir; the packaged library
+# exports what the source's does.
+multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || echo x86_64-linux-gnu)
+libdir=usr/lib/$multiarch
+so_real=$(grep -E "^$libdir/libhgclock\.so\.[0-9]+\.[0-9]+\.[0-9]+\$" <<<"$files_lib" || true)
+m=$(missing "$files_lib" "$libdir/libhgclock.so.1")
+[ -n "$so_real" ] || m="$m $libdir/libhgclock.so.1.*.*"
+m="$m$(missing "$files_dev" "$libdir/libhgclock.so" "$libdir/pkgconfig/hgclock.pc" \
+	usr/include/hgclock/hgclock.h usr/share/man/man3/hgclock_clock_open.3.gz \
+	usr/share/man/man3/hgclock_clock_read.3.gz \
+	usr/share/doc/libhgclock-dev/examples/hgclock-clock.c)"
+mkdir -p "$tmp/x/lib"
+dpkg-deb -x "$deb_lib" "$tmp/x/lib"
+dpkg-deb -x "$deb_dev" "$tmp/x/lib"
+pc="$tmp/x/lib/$libdir/pkgconfig/hgclock.pc"
+if [ -n "${m// /}" ]; then
+	tap not-ok contents_lib "missing:$m"
+elif [ "$(readlink -f "$tmp/x/lib/$libdir/libhgclock.so")" != "$(readlink -f "$tmp/x/lib/$so_real")" ]; then
+	tap not-ok contents_lib "$libdir/libhgclock.so does not lead to $so_real"
+elif ! grep -qx "libdir=/$libdir" "$pc" || ! grep -qx 'includedir=/usr/include' "$pc"; then
+	tap not-ok contents_lib "hgclock.pc: $(grep dir= "$pc" | tr '\n' ' ')"
+elif [ "$(nm -D --defined-only "$tmp/x/lib/$so_real" | awk '{ print $3 }' | sed 's/@@.*//' | sort)" != \
+	"$( { echo HGCLOCK_1.0; grep -oE '^[a-z][a-z_ ]*[ *]hgclock_[a-z_0-9]+\(' \
+		user/lib/include/hgclock/hgclock.h | grep -oE 'hgclock_[a-z_0-9]+\($' | tr -d '('; } |
+		sort)" ]; then
+	tap not-ok contents_lib "the packaged library exports other symbols than <hgclock/hgclock.h> declares"
+else
+	tap ok contents_lib
+fi
 
 # ---- the guest binary needs no libtracecmd ----------------------------------
 needed() { readelf -d "$1" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'; }

@@ -47,6 +47,8 @@ vermagic=$(modinfo -F vermagic "$dest/$ko")
 [ "${vermagic%% *}" = "$kver" ] ||
 	fail "$ko was built for '${vermagic%% *}', not for the kernel of its directory"
 
+# libhgclock's real name, libhgclock.so.MAJOR.MINOR.PATCH, as built.
+so=$(cd "$build/user" && ls libhgclock.so.*.*.*) || fail "no $build/user/libhgclock.so.*.*.*"
 # The exact list, "MODE PATH", sorted.
 expected=$( {
 	echo "644 lib/modules/$kver/updates/hgclock.ko"
@@ -56,14 +58,26 @@ expected=$( {
 		page=$(basename "$rst" .rst)
 		echo "644 usr/local/share/man/man1/$page.1"
 	done
+	# libhgclock (Documentation/library.rst); its two links below.
+	echo "644 usr/local/lib/$so"
+	echo "644 usr/local/include/hgclock/hgclock.h"
+	echo "644 usr/local/lib/pkgconfig/hgclock.pc"
+	for f in hgclock_clock_open hgclock_clock_read hgclock_clock_close \
+		hgclock_clock_strerror hgclock_lib_version; do
+		echo "644 usr/local/share/man/man3/$f.3"
+	done
 } | sort -k 2)
 actual=$(cd "$dest" && find . -type f -printf '%m %P\n' | sort -k 2)
 if [ "$expected" != "$actual" ]; then
 	diff <(echo "$expected") <(echo "$actual") | sed 's/^/# /' >&2 || true
 	fail "installed files differ from the expected list (< expected, > installed)"
 fi
-others=$(cd "$dest" && find . ! -type f ! -type d -printf '%P\n')
-[ -z "$others" ] || fail "installed something that is not a file: $others"
+others=$(cd "$dest" && find . ! -type f ! -type d -printf '%P -> %l\n' | sort)
+links=$(printf '%s\n' "usr/local/lib/libhgclock.so -> ${so%.*.*}" \
+	"usr/local/lib/${so%.*.*} -> $so")
+[ "$others" = "$links" ] || fail "installed other links or non-files than the library's: $others"
+grep -qx 'libdir=/usr/local/lib' "$dest/usr/local/lib/pkgconfig/hgclock.pc" ||
+	fail "hgclock.pc does not name the install's libdir /usr/local/lib"
 
 rule="$dest/etc/udev/rules.d/60-hgclock.rules"
 grep -Eq '^KERNEL=="hgclock",.*GROUP="hgclock".*MODE="0660"' "$rule" ||
@@ -78,6 +92,6 @@ if ! make -s BUILD="$build" KDIR="$kdir" DESTDIR="$dest" uninstall uninstall-mod
 	tail -n 20 "$log" >&2
 	fail "make uninstall uninstall-module DESTDIR=$dest failed (log $log)"
 fi
-left=$(cd "$dest" && find . -type f -printf '%P\n')
+left=$(cd "$dest" && find . ! -type d -printf '%P\n')
 [ -z "$left" ] || fail "left after uninstall: $left"
 echo "install-check: $(echo "$expected" | wc -l) files installed for $kver with the expected modes; uninstall removed them"

@@ -25,7 +25,10 @@ if ! command -v rst2man >/dev/null; then
 fi
 if make -s BUILD="$build" man >"$log" 2>&1; then
 	warnings=""
-	for page in "$build"/man/*.1; do
+	# libhgclock's section 3 pages too, but not the one-line .so links.
+	for page in "$build"/man/*.1 "$build"/man/man3/*.3; do
+		[ -f "$page" ] || continue
+		! grep -q '^\.so ' "$page" || continue
 		w=$(LC_ALL=C.UTF-8 groff -man -Tutf8 -ww -z "$page" 2>&1 || echo "groff failed")
 		[ -z "$w" ] || warnings="$warnings $(basename "$page"): $w"
 	done

@@ -20,7 +20,7 @@
  * write returns; so begin < CPUID < end in the guest's trace clock,
  * whichever it is, and the guest's trace.dat itself carries the pairing.
  * Markers and exit must be on one CPU for per-CPU clocks (local, perf):
- * the host side (user/markpair.c) drops a pair whose markers are on
+ * the host side (user/lib/markpair.c) drops a pair whose markers are on
  * different CPUs, or whose exit came from another vCPU.
  *
  * K is random per run (16 bits), S counts from 1.  The host records at

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * Exit pairing without the guest module, from a guest trace.dat
- * (user/markpair.h): reads the ftrace print events (trace_marker writes)
+ * (user/lib/markpair.h): reads the ftrace print events (trace_marker writes)
  * with libtracecmd, parses `hgclock pairmark`'s markers and joins them
  * with the host's EXIT_HOST records of a loaded correlation file
  * (hg_markpair_match()).

@@ -2,7 +2,7 @@
 /*
  * hgclock merge: host and guest trace.dat files (libtracecmd) merged
  * into one timeline in host time, each guest event converted through its
- * vCPU's mapping (user/sync.h) and annotated with the host CPU and
+ * vCPU's mapping (user/lib/sync.h) and annotated with the host CPU and
  * thread that ran the vCPU then.  Documentation/merge.rst.
  *
  * Streaming: every CPU of every input is one stream, read record by

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Unit tests of struct hgsync's guests (user/sync.h), allocated as a file
+ * Unit tests of struct hgsync's guests (user/lib/sync.h), allocated as a file
  * names them: a file with one guest, one with HGSYNC_MAX_GUESTS (1024),
  * one whose only guest has the largest id, and files naming guest 1024
  * or beyond (refused as HGCOR_E_CONTENT, "a section's content is

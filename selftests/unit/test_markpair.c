@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Unit tests of user/markpair.c, exit pairing without the guest module:
+ * Unit tests of user/lib/markpair.c, exit pairing without the guest module:
  * the marker line's parser against valid and hostile lines, and the join
  * of markers with host exits on generated runs with a known truth (each
  * guest CPU's clock a different linear function of the host TSC, markers

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Unit tests of the guest-to-host mapping (user/sync.c): the pure
+ * Unit tests of the guest-to-host mapping (user/lib/sync.c): the pure
  * helpers (KVM TSC scaling and its inverse, conversion inversion, the
  * probe fit) against 128-bit references, then the whole path from a
  * synthetic correlation file to hgsync_to_host() against a known truth.

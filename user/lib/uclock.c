@@ -35,18 +35,24 @@ static inline uint64_t hg_rdtscp(unsigned int *aux)
 	return ((uint64_t)hi << 32) | lo;
 }
 
-/* CPUID 0x80000001 EDX bit 27; asked once, the answer cannot change. */
+/*
+ * CPUID 0x80000001 EDX bit 27; asked once, the answer cannot change.
+ * Threads of an application may race to ask first: they store the same
+ * value, atomically (relaxed: nothing else is published with it).
+ */
 static int hg_have_rdtscp(void)
 {
 	static int have = -1;
+	int v = __atomic_load_n(&have, __ATOMIC_RELAXED);
 
-	if (have < 0) {
+	if (v < 0) {
 		unsigned int eax, ebx, ecx, edx;
 
-		have = __get_cpuid(0x80000001, &eax, &ebx, &ecx, &edx) &&
-		       (edx & (1U << 27));
+		v = __get_cpuid(0x80000001, &eax, &ebx, &ecx, &edx) &&
+		    (edx & (1U << 27));
+		__atomic_store_n(&have, v, __ATOMIC_RELAXED);
 	}
-	return have;
+	return v;
 }
 
 int hgclock_now_user(const struct hgclock_map *map, struct hgclock_now *now)

@@ -13,11 +13,21 @@
 #include "libhgclock.h"
 #include "sync.h"
 
-int hgclock_open(const char *path)
+static int hgclock_open_mode(const char *path, int mode)
 {
-	int fd = open(path ? path : HGCLOCK_DEV_PATH, O_RDWR | O_CLOEXEC);
+	int fd = open(path ? path : HGCLOCK_DEV_PATH, mode | O_CLOEXEC);
 
 	return fd < 0 ? -errno : fd;
+}
+
+int hgclock_open(const char *path)
+{
+	return hgclock_open_mode(path, O_RDWR);
+}
+
+int hgclock_open_readonly(const char *path)
+{
+	return hgclock_open_mode(path, O_RDONLY);
 }
 
 const char *hgclock_open_hint(int err)

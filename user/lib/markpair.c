@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1
 /*
- * Exit pairing without the guest module, the pure part (user/markpair.h):
+ * Exit pairing without the guest module, the pure part (user/lib/markpair.h):
  * the marker line's format and parser, and the join of a guest trace's
  * markers with the host's EXIT_HOST records.  No libtracecmd here: the
  * guest binary formats its markers with this file; markpair_trace.c reads

@@ -5,6 +5,10 @@
  * A thin, dependency-free library the hgclock tool and the selftests use:
  * opening the device with an error a person can act on, and one wrapper
  * per ioctl.  Functions return 0 or a negative errno; they never print.
+ *
+ * Internal: linked statically into the tool, never exported by
+ * libhgclock.so.  Applications use <hgclock/hgclock.h> (user/lib/clock.c,
+ * Documentation/library.rst), a small layer over the code here.
  */
 #ifndef LIBHGCLOCK_H
 #define LIBHGCLOCK_H
@@ -28,6 +32,11 @@ enum hgclock_exit {
 
 /* Opens @path (NULL: HGCLOCK_DEV_PATH); returns an fd or -errno. */
 int hgclock_open(const char *path);
+/*
+ * The same, read-only: enough for GET_INFO, READ_CLOCK and the read-only
+ * ring mapping (the zero-syscall clock), what the application API uses.
+ */
+int hgclock_open_readonly(const char *path);
 /* A sentence explaining a failed hgclock_open() (static storage). */
 const char *hgclock_open_hint(int err);
 /* Maps a failed hgclock_open() to an exit status. */
@@ -62,7 +71,8 @@ char *hgclock_clock_flags_str(uint32_t clock_flags, char *buf, size_t len);
  * The one parser of trace clock names, for every command's --clock and
  * for the clock a trace.dat records: "local" (ftrace's default,
  * sched_clock; alias "sched"), "perf" (local_clock) and "x86-tsc" (alias
- * "tsc").  Sets *@clock to an HGSYNC_CLOCK_* (user/sync.h); 0 or -EINVAL.
+ * "tsc").  Sets *@clock to an HGSYNC_CLOCK_* (user/lib/sync.h); 0 or
+ * -EINVAL.
  */
 int hgclock_clock_parse(const char *name, uint32_t *clock);
 /* For messages: the names it accepts. */

@@ -1,0 +1,130 @@
+/* SPDX-License-Identifier: LGPL-2.1 */
+/*
+ * <hgclock/hgclock.h>: libhgclock's application API (libhgclock.so.1).
+ *
+ * ftrace's "perf" clock (the kernel's local_clock(), which stamps perf
+ * samples) and "local" clock (sched_clock()), with the TSC they were
+ * computed from and CLOCK_MONOTONIC, read in user space without a
+ * system call on whatever CPU the caller runs on, from the conversions
+ * the hgclock module publishes in /dev/hgclock.
+ *
+ *	struct hgclock_clock *clk = hgclock_clock_open(NULL, 0);
+ *	struct hgclock_reading r;
+ *
+ *	if (!clk)
+ *		fprintf(stderr, "%s\n", hgclock_clock_strerror(errno));
+ *	else if (hgclock_clock_read(clk, &r) == 0)
+ *		printf("perf %llu\n", (unsigned long long)r.perf_ns);
+ *
+ * Self-contained (no kernel header needed), C89 and C++.  The functions
+ * and structures here are the whole ABI of libhgclock.so.1, versioned
+ * HGCLOCK_1.0; Documentation/library.rst and hgclock_clock_open(3) say
+ * what each returns, and the versioning rule.
+ */
+#ifndef HGCLOCK_HGCLOCK_H
+#define HGCLOCK_HGCLOCK_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*
+ * The version of this header.  A program built with MAJOR.MINOR runs
+ * with any libhgclock.so.MAJOR of that MINOR or later
+ * (hgclock_lib_version() says which one it got).
+ */
+#define HGCLOCK_LIB_VERSION_MAJOR	1
+#define HGCLOCK_LIB_VERSION_MINOR	0
+#define HGCLOCK_LIB_VERSION_PATCH	0
+#define HGCLOCK_LIB_VERSION_NUMBER(major, minor, patch) \
+	(((major) << 16) | ((minor) << 8) | (patch))
+#define HGCLOCK_LIB_VERSION \
+	HGCLOCK_LIB_VERSION_NUMBER(HGCLOCK_LIB_VERSION_MAJOR, \
+				   HGCLOCK_LIB_VERSION_MINOR, \
+				   HGCLOCK_LIB_VERSION_PATCH)
+
+/* The device hgclock_clock_open() opens when given NULL. */
+#define HGCLOCK_CLOCK_DEVICE		"/dev/hgclock"
+
+/*
+ * Flags of hgclock_clock_open().  HGCLOCK_OPEN_NO_SYSCALL: never enter
+ * the kernel in hgclock_clock_read(); where this CPU has no exact
+ * conversion it fails with ENODATA instead of asking the kernel.
+ */
+#define HGCLOCK_OPEN_NO_SYSCALL		(1U << 0)
+
+/* An open clock: the device and its read-only mapping.  Opaque. */
+struct hgclock_clock;
+
+/*
+ * Flags of struct hgclock_reading.
+ * HGCLOCK_READING_EXACT: computed in user space, without a system call,
+ *	from this CPU's exact conversion: local_ns (and perf_ns) are to the
+ *	nanosecond what the kernel's clocks return for this tsc on this cpu.
+ * HGCLOCK_READING_SYSCALL: this CPU had no exact conversion; one ioctl
+ *	read the clocks in the kernel instead: local_ns and perf_ns are the
+ *	kernel's own values, read just after tsc (not computed from it).
+ * HGCLOCK_READING_PERF: perf_ns holds a value (else it is 0).
+ */
+#define HGCLOCK_READING_EXACT		(1U << 0)
+#define HGCLOCK_READING_SYSCALL		(1U << 1)
+#define HGCLOCK_READING_PERF		(1U << 2)
+
+/*
+ * One reading of the clocks, all in the same CPU's terms.
+ * @tsc:      the TSC (rdtscp), on @cpu.
+ * @local_ns: ftrace's "local" clock, sched_clock(), in ns.
+ * @perf_ns:  ftrace's "perf" clock, local_clock() (perf's default
+ *            clock), in ns, with HGCLOCK_READING_PERF.
+ * @mono_ns:  CLOCK_MONOTONIC in ns, read by clock_gettime() right after
+ *            the others (the vDSO: no system call with the tsc or
+ *            kvm-clock clocksource); not computed from @tsc.
+ * @cpu:      the CPU the TSC was read on.
+ * @flags:    HGCLOCK_READING_*.
+ *
+ * Its layout is part of the ABI of libhgclock.so.1: it never changes
+ * there (a later minor version adds functions, never fields).
+ */
+struct hgclock_reading {
+	uint64_t tsc;
+	uint64_t local_ns;
+	uint64_t perf_ns;
+	uint64_t mono_ns;
+	uint32_t cpu;
+	uint32_t flags;
+};
+
+/*
+ * Opens @path (NULL: HGCLOCK_CLOCK_DEVICE) read-only and maps the
+ * module's per-CPU conversions.  Returns a handle, or NULL with errno
+ * set (hgclock_clock_strerror() turns it into advice).  Once per
+ * process is enough: the handle may be used by every thread.
+ */
+struct hgclock_clock *hgclock_clock_open(const char *path, unsigned int flags);
+
+/*
+ * Reads the clocks on the calling CPU into *@reading.  Returns 0, or -1
+ * with errno set (ENODATA, EAGAIN with HGCLOCK_OPEN_NO_SYSCALL).
+ * Thread-safe; async-signal-safe with HGCLOCK_OPEN_NO_SYSCALL.
+ */
+int hgclock_clock_read(struct hgclock_clock *clk, struct hgclock_reading *reading);
+
+/* Unmaps and closes; @clk may be NULL.  No read may be running on it. */
+void hgclock_clock_close(struct hgclock_clock *clk);
+
+/*
+ * What an errno of hgclock_clock_open() or hgclock_clock_read() means
+ * here and what to do about it: a sentence in static storage.
+ */
+const char *hgclock_clock_strerror(int errnum);
+
+/* The library's HGCLOCK_LIB_VERSION, as built (compare with the header's). */
+unsigned int hgclock_lib_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* HGCLOCK_HGCLOCK_H */
