@@ -64,7 +64,7 @@ SO_SRCS := user/lib/clock.c user/lib/libhgclock.c user/lib/ring.c user/lib/ucloc
 # and for each other function of a page a one-line .so page pointing to it.
 MAN3_PAGES := $(patsubst Documentation/man/man3/%.rst,$(BUILD)/man/man3/%.3,\
 	$(wildcard Documentation/man/man3/*.rst))
-MAN3_LINKS := $(patsubst %,$(BUILD)/man/man3/%.3,hgclock_clock_read hgclock_clock_close \
+MAN3_LINKS := $(patsubst %,$(BUILD)/man/man3/%.3,hgclock_clock_read hgclock_clock_perf_ns hgclock_clock_close \
 	hgclock_clock_strerror hgclock_lib_version)
 MAN3 := $(MAN3_PAGES) $(MAN3_LINKS)
 # hgclock-guest: the guest-side commands alone (user/guest_main.c), without merge and

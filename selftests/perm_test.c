@@ -39,6 +39,7 @@
 
 #include "kselftest_harness.h"
 #include "../user/lib/libhgclock.h"
+#include <hgclock/hgclock.h>
 #include "test_util.h"
 
 #ifndef CAP_PERFMON
@@ -608,6 +609,78 @@ static void child_public_clock(int fd)
 	munmap(p, meta_size);
 out:
 	close(cfd);
+}
+
+/*
+ * libhgclock's application API as nobody: hgclock_clock_open(NULL) maps
+ * the public clock, and a read lies between two of the kernel's own
+ * readings (root's file) on the same CPU, local and perf clocks alike.
+ */
+static void child_library_clock(int fd)
+{
+	struct hgclock_read_clock before, after;
+	struct hgclock_reading r;
+	struct hgclock_clock *clk;
+
+	clk = hgclock_clock_open(NULL, 0);
+	CHILD_EXPECT(clk, "hgclock_clock_open(NULL) as nobody: %s", strerror(errno));
+	if (!clk)
+		return;
+	memset(&before, 0, sizeof(before));
+	before.size = sizeof(before);
+	after = before;
+	CHILD_EXPECT(!ioctl(fd, HGCLOCK_IOC_READ_CLOCK, &before), "READ_CLOCK: %s",
+		     strerror(errno));
+	if (hgclock_clock_read(clk, &r)) {
+		CHILD_EXPECT(errno == ENODATA, "hgclock_clock_read: %s", strerror(errno));
+		fprintf(stderr, "# child: no exact conversion on this CPU: bracket not checked\n");
+		hgclock_clock_close(clk);
+		return;
+	}
+	CHILD_EXPECT(!ioctl(fd, HGCLOCK_IOC_READ_CLOCK, &after), "READ_CLOCK: %s",
+		     strerror(errno));
+	CHILD_EXPECT(r.flags & HGCLOCK_READING_EXACT, "reading flags %#x: not exact", r.flags);
+	CHILD_EXPECT(r.cpu == before.sample.cpu && r.cpu == after.sample.cpu,
+		     "CPUs %u %u %u (pinned)", before.sample.cpu, r.cpu, after.sample.cpu);
+	CHILD_EXPECT(before.sample.sched_clock_ns <= r.local_ns &&
+		     r.local_ns <= after.sample.sched_clock_ns,
+		     "local %llu not within [%llu, %llu]", (unsigned long long)r.local_ns,
+		     (unsigned long long)before.sample.sched_clock_ns,
+		     (unsigned long long)after.sample.sched_clock_ns);
+	if (r.flags & HGCLOCK_READING_PERF)
+		CHILD_EXPECT(before.sample.local_clock_ns <= r.perf_ns &&
+			     r.perf_ns <= after.sample.local_clock_ns,
+			     "perf %llu not within [%llu, %llu]", (unsigned long long)r.perf_ns,
+			     (unsigned long long)before.sample.local_clock_ns,
+			     (unsigned long long)after.sample.local_clock_ns);
+	/* The fast path: perf's clock alone, between two kernel readings. */
+	if (r.flags & HGCLOCK_READING_PERF) {
+		uint64_t perf_ns = 0;
+		int ret;
+
+		CHILD_EXPECT(!ioctl(fd, HGCLOCK_IOC_READ_CLOCK, &before), "READ_CLOCK: %s",
+			     strerror(errno));
+		ret = hgclock_clock_perf_ns(clk, &perf_ns);
+		CHILD_EXPECT(!ioctl(fd, HGCLOCK_IOC_READ_CLOCK, &after), "READ_CLOCK: %s",
+			     strerror(errno));
+		CHILD_EXPECT(ret == 0, "hgclock_clock_perf_ns: %s", strerror(errno));
+		CHILD_EXPECT(before.sample.local_clock_ns <= perf_ns &&
+			     perf_ns <= after.sample.local_clock_ns,
+			     "perf_ns %llu not within [%llu, %llu]", (unsigned long long)perf_ns,
+			     (unsigned long long)before.sample.local_clock_ns,
+			     (unsigned long long)after.sample.local_clock_ns);
+	}
+	hgclock_clock_close(clk);
+}
+
+TEST_F(perm, public_clock_library_for_nobody)
+{
+	cpu_set_t one;
+
+	CPU_ZERO(&one);
+	CPU_SET(0, &one);
+	ASSERT_EQ(0, sched_setaffinity(0, sizeof(one), &one));
+	EXPECT_EQ(0, run_as_nobody(self->fd, 0, 0, child_library_clock));
 }
 
 TEST_F(perm, public_clock_node)

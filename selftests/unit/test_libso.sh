@@ -79,7 +79,7 @@ expected=$( {
 	echo "777 l usr/lib/libhgclock.so -> libhgclock.so.$major"
 	echo "644 f usr/include/hgclock/hgclock.h -> "
 	echo "644 f usr/lib/pkgconfig/hgclock.pc -> "
-	for f in hgclock_clock_open hgclock_clock_read hgclock_clock_close \
+	for f in hgclock_clock_open hgclock_clock_read hgclock_clock_perf_ns hgclock_clock_close \
 		hgclock_clock_strerror hgclock_lib_version; do
 		echo "644 f usr/share/man/man3/$f.3 -> "
 	done
@@ -208,11 +208,12 @@ if [ -x "$ex" ]; then
 	else
 		not_ok no_device_enoent "exit $rc: $err"
 	fi
-	if [ -e /dev/hgclock ]; then
+	if [ -e /dev/hgclock-clock ] || [ -e /dev/hgclock ]; then
 		skip default_device_enoent "/dev/hgclock exists on this machine"
 	else
+		# NULL: /dev/hgclock-clock, then /dev/hgclock; neither is there.
 		run_ex
-		if [ $rc -eq 1 ] && grep -Eq "^hgclock-clock: open /dev/hgclock: $advice" <<<"$err"; then
+		if [ $rc -eq 1 ] && grep -Eq "^hgclock-clock: open /dev/hgclock-clock: $advice" <<<"$err"; then
 			ok default_device_enoent
 		else
 			not_ok default_device_enoent "exit $rc: $err"

@@ -3,7 +3,10 @@
  * Benchmark: cost of HGCLOCK_IOC_READ_CLOCK against a null ioctl on the
  * same device (HGCLOCK_IOC_NOP) and against clock_gettime(CLOCK_MONOTONIC)
  * (vDSO); and of the zero-syscall clock (libhgclock's hgclock_now_user())
- * against the same two.  Rounds interleave the three so that drift in the machine's speed
+ * against the same two; and of the applications' read
+ * (hgclock_clock_read() on the public clock, <hgclock/hgclock.h>, which
+ * also reads CLOCK_MONOTONIC for its mono_ns) and of its fast path,
+ * hgclock_clock_perf_ns(), against clock_gettime().  Rounds interleave the three so that drift in the machine's speed
  * hits all alike; the median round is reported.  Under TCG absolute times
  * mean little: the ratios are the result.
  *
@@ -20,6 +23,7 @@
 #include <unistd.h>
 
 #include "libhgclock.h"
+#include <hgclock/hgclock.h>
 
 #define ROUNDS 15
 
@@ -52,7 +56,11 @@ static int fail(const char *what)
 
 int main(int argc, char **argv)
 {
-	double nop[ROUNDS], rd[ROUNDS], cg[ROUNDS], uc[ROUNDS];
+	double nop[ROUNDS], rd[ROUNDS], cg[ROUNDS], uc[ROUNDS], lc[ROUNDS], lp[ROUNDS];
+	uint64_t perf_ns;
+	struct hgclock_clock *clk;
+	struct hgclock_reading reading;
+	int have_lib;
 	struct hgclock_map map;
 	struct hgclock_now unow;
 	int have_uclock;
@@ -80,6 +88,13 @@ int main(int argc, char **argv)
 		fprintf(stderr, "bench_read_clock: no exact conversion here: "
 			"zero-syscall clock not measured\n");
 
+	/* The applications' way: the public clock, no fallback. */
+	clk = hgclock_clock_open(NULL, HGCLOCK_OPEN_NO_SYSCALL);
+	have_lib = clk && !hgclock_clock_read(clk, &reading);
+	if (!have_lib)
+		fprintf(stderr, "bench_read_clock: hgclock_clock_read: %s: not measured\n",
+			hgclock_clock_strerror(errno));
+
 	for (r = 0; r < ROUNDS; r++) {
 		t0 = now_ns();
 		for (i = 0; i < iters; i++)
@@ -106,13 +121,29 @@ int main(int argc, char **argv)
 					return fail("zero-syscall read");
 			uc[r] = (double)(now_ns() - t0) / (double)iters;
 		}
+
+		lc[r] = 0;
+		if (have_lib) {
+			t0 = now_ns();
+			for (i = 0; i < iters; i++)
+				if (hgclock_clock_read(clk, &reading))
+					return fail("hgclock_clock_read");
+			lc[r] = (double)(now_ns() - t0) / (double)iters;
+			t0 = now_ns();
+			for (i = 0; i < iters; i++)
+				if (hgclock_clock_perf_ns(clk, &perf_ns))
+					return fail("hgclock_clock_perf_ns");
+			lp[r] = (double)(now_ns() - t0) / (double)iters;
+		}
 	}
 	/* Ratios per round first, so each compares costs measured together. */
 	{
 		double ratio_nop[ROUNDS], ratio_cg[ROUNDS];
-		double uc_cg[ROUNDS], uc_rd[ROUNDS];
+		double uc_cg[ROUNDS], uc_rd[ROUNDS], lc_cg[ROUNDS], lp_cg[ROUNDS];
 
 		for (r = 0; r < ROUNDS; r++) {
+			lc_cg[r] = lc[r] / cg[r];
+			lp_cg[r] = lp[r] / cg[r];
 			ratio_nop[r] = rd[r] / nop[r];
 			ratio_cg[r] = rd[r] / cg[r];
 			uc_cg[r] = uc[r] / cg[r];
@@ -125,12 +156,21 @@ int main(int argc, char **argv)
 			printf("BENCH user_clock_vs_read_clock_ioctl %.3f ratio\n",
 			       median(uc_rd, ROUNDS));
 		}
+		if (have_lib) {
+			printf("BENCH lib_clock_read %.1f ns\n", median(lc, ROUNDS));
+			printf("BENCH lib_clock_read_vs_clock_gettime %.3f ratio\n",
+			       median(lc_cg, ROUNDS));
+			printf("BENCH lib_perf_ns %.1f ns\n", median(lp, ROUNDS));
+			printf("BENCH lib_perf_ns_vs_clock_gettime %.3f ratio\n",
+			       median(lp_cg, ROUNDS));
+		}
 		printf("BENCH read_clock_ioctl %.1f ns\n", median(rd, ROUNDS));
 		printf("BENCH nop_ioctl %.1f ns\n", median(nop, ROUNDS));
 		printf("BENCH clock_gettime_mono %.1f ns\n", median(cg, ROUNDS));
 		printf("BENCH read_clock_vs_nop_ioctl %.3f ratio\n", median(ratio_nop, ROUNDS));
 		printf("BENCH read_clock_vs_clock_gettime %.3f ratio\n", median(ratio_cg, ROUNDS));
 	}
+	hgclock_clock_close(clk);
 	close(fd);
 	return 0;
 }

@@ -3,7 +3,8 @@
  * libhgclock's application API (<hgclock/hgclock.h>, libhgclock.so.1).
  *
  * A thin layer over the tool's own code: hgclock_open_readonly() and
- * hgclock_get_info() (libhgclock.c), hgclock_map_open() (ring.c) and
+ * hgclock_get_info() (libhgclock.c), hgclock_map_clock() and
+ * hgclock_map_open() (ring.c) and
  * hgclock_now() / hgclock_now_user() (uclock.c), the zero-syscall read
  * `hgclock now` reports.  Only the functions marked HGCLOCK_EXPORT leave
  * the shared library (user/lib/libhgclock.map, -fvisibility=hidden);
@@ -33,10 +34,12 @@ _Static_assert(sizeof(struct hgclock_reading) == 40 &&
 	       "struct hgclock_reading is ABI: libhgclock.so.1's layout");
 
 /*
- * @fd: the device, read-only; kept open for the ioctl fallback (and the
- *	mapping holds its own reference on the file).
+ * @fd: /dev/hgclock read-only, for the ioctl fallback, or -1 (not
+ *	accessible to this user, or HGCLOCK_OPEN_NO_SYSCALL).
  * @flags: hgclock_clock_open()'s.
- * @map: the meta area only (no consumer area, no data area is touched).
+ * @map: the meta area only, the public clock's or a session's (no
+ *	consumer area, no data area is touched); it holds its own
+ *	reference on its file.
  * Nothing here changes after hgclock_clock_open(): reads share it.
  */
 struct hgclock_clock {
@@ -45,11 +48,37 @@ struct hgclock_clock {
 	struct hgclock_map map;
 };
 
+/*
+ * @fd is the public clock (GET_INFO is not one of its operations: it
+ * has none): map it.  A file that is neither device answers ENOTTY too,
+ * and then fails to map: ENOTTY, "not the hgclock device".
+ */
+static int map_public(int fd, struct hgclock_map *map)
+{
+	int ret = hgclock_map_clock(fd, map);
+
+	return ret == -EPROTO || ret == -ENOMEM ? ret : ret ? -ENOTTY : 0;
+}
+
+/* @fd is /dev/hgclock: its session's meta area. */
+static int map_session(int fd, unsigned int flags, struct hgclock_map *map)
+{
+	struct hgclock_info info;
+	int ret = hgclock_get_info(fd, &info);
+
+	if (ret == -ENOTTY)
+		return map_public(fd, map);
+	/* No conversion at all: every read would need the kernel. */
+	if (!ret && (flags & HGCLOCK_OPEN_NO_SYSCALL) &&
+	    !(info.features & HGCLOCK_FEAT_USER_CLOCK))
+		ret = -ENODATA;
+	return ret ?: hgclock_map_open(fd, 0, map);
+}
+
 HGCLOCK_EXPORT struct hgclock_clock *hgclock_clock_open(const char *path,
 							unsigned int flags)
 {
 	struct hgclock_clock *clk;
-	struct hgclock_info info;
 	int fd, ret;
 
 	if (flags & ~HGCLOCK_OPEN_FLAGS_ALL) {
@@ -59,26 +88,33 @@ HGCLOCK_EXPORT struct hgclock_clock *hgclock_clock_open(const char *path,
 	clk = calloc(1, sizeof(*clk));
 	if (!clk)
 		return NULL;	/* errno: ENOMEM */
-	fd = hgclock_open_readonly(path);
+	clk->fd = -1;
+	fd = hgclock_open_readonly(path ? path : HGCLOCK_CLOCK_DEVICE);
+	/* A module older than 1.3 has no public clock. */
+	if (!path && fd == -ENOENT)
+		fd = hgclock_open_readonly(HGCLOCK_CLOCK_DEVICE_OLD);
 	if (fd < 0) {
 		free(clk);
 		errno = -fd;
 		return NULL;
 	}
-	ret = hgclock_get_info(fd, &info);
-	/* No conversion at all: every read would need the kernel. */
-	if (!ret && (flags & HGCLOCK_OPEN_NO_SYSCALL) &&
-	    !(info.features & HGCLOCK_FEAT_USER_CLOCK))
-		ret = -ENODATA;
-	if (!ret)
-		ret = hgclock_map_open(fd, 0, &clk->map);
-	if (ret) {
+	ret = map_session(fd, flags, &clk->map);
+	/* The mapping holds the file: the descriptor is not needed. */
+	if (ret || clk->map.meta->ring_size == 0)
 		close(fd);
+	else
+		clk->fd = fd;
+	if (ret) {
 		free(clk);
 		errno = -ret;
 		return NULL;
 	}
-	clk->fd = fd;
+	/* The ioctl fallback, where this user may have it. */
+	if (clk->fd < 0 && !(flags & HGCLOCK_OPEN_NO_SYSCALL)) {
+		fd = hgclock_open_readonly(HGCLOCK_CLOCK_DEVICE_OLD);
+		if (fd >= 0)
+			clk->fd = fd;
+	}
 	clk->flags = flags;
 	return clk;
 }
@@ -94,7 +130,7 @@ HGCLOCK_EXPORT int hgclock_clock_read(struct hgclock_clock *clk,
 		errno = EINVAL;
 		return -1;
 	}
-	if (clk->flags & HGCLOCK_OPEN_NO_SYSCALL)
+	if (clk->fd < 0)
 		ret = hgclock_now_user(&clk->map, &now);
 	else
 		ret = hgclock_now(clk->fd, &clk->map, &now, &used_ioctl);
@@ -118,12 +154,37 @@ HGCLOCK_EXPORT int hgclock_clock_read(struct hgclock_clock *clk,
 	return 0;
 }
 
+HGCLOCK_EXPORT int hgclock_clock_perf_ns(struct hgclock_clock *clk, uint64_t *perf_ns)
+{
+	struct hgclock_now now;
+	int used_ioctl, ret;
+
+	if (!clk || !perf_ns) {
+		errno = EINVAL;
+		return -1;
+	}
+	if (clk->fd < 0)
+		ret = hgclock_now_user(&clk->map, &now);
+	else
+		ret = hgclock_now(clk->fd, &clk->map, &now, &used_ioctl);
+	/* sched_clock alone is not perf's clock: refuse rather than guess. */
+	if (!ret && !now.has_local)
+		ret = -ENODATA;
+	if (ret) {
+		errno = -ret;
+		return -1;
+	}
+	*perf_ns = now.local_clock_ns;
+	return 0;
+}
+
 HGCLOCK_EXPORT void hgclock_clock_close(struct hgclock_clock *clk)
 {
 	if (!clk)
 		return;
 	hgclock_map_close(&clk->map);
-	close(clk->fd);
+	if (clk->fd >= 0)
+		close(clk->fd);
 	free(clk);
 }
 
@@ -146,8 +207,11 @@ HGCLOCK_EXPORT const char *hgclock_clock_strerror(int errnum)
 		return "the hgclock module's ring memory is used up (its ring_max_mb "
 		       "parameter): close other hgclock sessions or raise it";
 	case ENODATA:
-		return "no exact TSC conversion on this CPU (or no RDTSCP), and "
-		       "HGCLOCK_OPEN_NO_SYSCALL forbids asking the kernel";
+		return "no exact TSC conversion on this CPU (or no RDTSCP), and the "
+		       "kernel cannot be asked (HGCLOCK_OPEN_NO_SYSCALL, or "
+		       HGCLOCK_CLOCK_DEVICE_OLD " not accessible to this user)";
+	case ENOTTY:
+		return "not an hgclock device";
 	case EAGAIN:
 		return "the conversion kept changing during the read: try again";
 	case EINVAL:

@@ -102,6 +102,13 @@ struct hgclock_map {
 #define HGCLOCK_MAP_TAILS_RO	(1 << 1) /* map the tails read-only */
 
 int hgclock_map_open(int fd, int flags, struct hgclock_map *map);
+/*
+ * Maps the public clock (/dev/hgclock-clock, ABI 1.3) open as @fd: its
+ * one meta area, read-only (no tails, no data areas), after checking
+ * what the module wrote in it.  0, -EPROTO for an area that is not one,
+ * or mmap's -errno (-ENODEV and the like: not such a device).
+ */
+int hgclock_map_clock(int fd, struct hgclock_map *map);
 void hgclock_map_close(struct hgclock_map *map);
 const struct hgclock_meta_cpu *hgclock_map_slot(const struct hgclock_map *map,
 						unsigned int cpu);

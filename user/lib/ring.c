@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "libhgclock.h"
 
@@ -64,6 +65,39 @@ int hgclock_map_open(int fd, int flags, struct hgclock_map *map)
 		map->consumer_size = probe.consumer_size;
 		map->writable = writable;
 	}
+	return 0;
+}
+
+int hgclock_map_clock(int fd, struct hgclock_map *map)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	struct hgclock_meta probe;
+	size_t size;
+	void *p;
+
+	memset(map, 0, sizeof(*map));
+	if (page <= 0 || (size_t)page < sizeof(probe))
+		return -EINVAL;
+	/* One page first: the area's length is in it. */
+	p = mmap(NULL, (size_t)page, PROT_READ, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED)
+		return -errno;
+	memcpy(&probe, p, sizeof(probe));
+	munmap(p, (size_t)page);
+	/* What the module wrote is checked before anything is sized by it. */
+	size = probe.meta_size;
+	if (probe.magic != HGCLOCK_META_MAGIC || probe.abi_major != HGCLOCK_ABI_MAJOR ||
+	    probe.header_size < sizeof(struct hgclock_meta) ||
+	    probe.cpu_slot_size < sizeof(struct hgclock_meta_cpu) ||
+	    !probe.nr_cpus || probe.ring_size || probe.consumer_size ||
+	    size < (size_t)page || size % (size_t)page ||
+	    probe.header_size + (uint64_t)probe.nr_cpus * probe.cpu_slot_size > size)
+		return -EPROTO;
+	p = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED)
+		return -errno;
+	map->meta = p;
+	map->map_size = size;
 	return 0;
 }
 

@@ -6,7 +6,8 @@
  * samples) and "local" clock (sched_clock()), with the TSC they were
  * computed from and CLOCK_MONOTONIC, read in user space without a
  * system call on whatever CPU the caller runs on, from the conversions
- * the hgclock module publishes in /dev/hgclock.
+ * the hgclock module publishes in /dev/hgclock-clock (no privilege
+ * needed).
  *
  *	struct hgclock_clock *clk = hgclock_clock_open(NULL, 0);
  *	struct hgclock_reading r;
@@ -45,8 +46,14 @@ extern "C" {
 				   HGCLOCK_LIB_VERSION_MINOR, \
 				   HGCLOCK_LIB_VERSION_PATCH)
 
-/* The device hgclock_clock_open() opens when given NULL. */
-#define HGCLOCK_CLOCK_DEVICE		"/dev/hgclock"
+/*
+ * The device hgclock_clock_open() opens when given NULL: the module's
+ * public clock, mode 0444, which any user may map (module ABI 1.3 and
+ * later).  With an older module, NULL opens HGCLOCK_CLOCK_DEVICE_OLD
+ * instead, which needs root or the udev rule's group.
+ */
+#define HGCLOCK_CLOCK_DEVICE		"/dev/hgclock-clock"
+#define HGCLOCK_CLOCK_DEVICE_OLD	"/dev/hgclock"
 
 /*
  * Flags of hgclock_clock_open().  HGCLOCK_OPEN_NO_SYSCALL: never enter
@@ -97,8 +104,12 @@ struct hgclock_reading {
 };
 
 /*
- * Opens @path (NULL: HGCLOCK_CLOCK_DEVICE) read-only and maps the
- * module's per-CPU conversions.  Returns a handle, or NULL with errno
+ * Opens @path (NULL: HGCLOCK_CLOCK_DEVICE, else HGCLOCK_CLOCK_DEVICE_OLD
+ * when that does not exist) read-only and maps the module's per-CPU
+ * conversions; @path may name either device.  Without
+ * HGCLOCK_OPEN_NO_SYSCALL it also opens HGCLOCK_CLOCK_DEVICE_OLD, when
+ * this user may, for the ioctl fallback; else a CPU without an exact
+ * conversion reads as ENODATA.  Returns a handle, or NULL with errno
  * set (hgclock_clock_strerror() turns it into advice).  Once per
  * process is enough: the handle may be used by every thread.
  */
@@ -110,6 +121,17 @@ struct hgclock_clock *hgclock_clock_open(const char *path, unsigned int flags);
  * Thread-safe; async-signal-safe with HGCLOCK_OPEN_NO_SYSCALL.
  */
 int hgclock_clock_read(struct hgclock_clock *clk, struct hgclock_reading *reading);
+
+/*
+ * The fast path for stamping events: ftrace's "perf" clock alone
+ * (local_clock(), perf's default sample clock) into *@perf_ns, from this
+ * CPU's exact conversion without a system call; where there is none, the
+ * ioctl fallback as hgclock_clock_read()'s.  Returns 0, or -1 with errno
+ * set (ENODATA: no exact conversion, or no local_clock offset known, and
+ * no fallback).  Thread-safe; async-signal-safe with
+ * HGCLOCK_OPEN_NO_SYSCALL.  No CLOCK_MONOTONIC read, no structure filled.
+ */
+int hgclock_clock_perf_ns(struct hgclock_clock *clk, uint64_t *perf_ns);
 
 /* Unmaps and closes; @clk may be NULL.  No read may be running on it. */
 void hgclock_clock_close(struct hgclock_clock *clk);
