@@ -250,6 +250,28 @@ sed 's/__flush_work.isra.0+0x180\/0x2a0/hg_ring_drain+0x40\/0x90 [hgclock]/' \
 mv "$tmp/hung/kernel.log.ours" "$tmp/hung/kernel.log"
 expect hung_task_kernel_log_names_hgclock ours "hg_ring_drain+0x40/0x90 [hgclock]" -- --rc 124 "$tmp/hung.out" "$tmp/hung"
 
+# A starved nested guest (CI 2026-12-02): an RCU stall reported again and
+# again, some copies with a backtrace outside hgclock, one without any
+# ("Possible timer handling issue"): judged by the readable copies.
+cat >"$tmp/stalls.log" <<'EOF2'
+[   34.789869] hgclock: loading out-of-tree module taints kernel.
+[   69.479099] rcu: INFO: rcu_preempt detected stalls on CPUs/tasks:
+[   69.479100] rcu: 	1-....: (1 GPs behind) idle=eccc/1/0x4000000000000000 softirq=1229/1230 fqs=699
+[   69.479101] rcu: 	(detected by 0, t=5253 jiffies, g=945, q=2056 ncpus=2)
+[   72.606083] NMI backtrace for cpu 1
+[   72.606084] CPU: 1 UID: 0 PID: 262 Comm: hgclock Tainted: G        W  OEL     6.12.117+deb12-amd64 #1
+[   72.606085] RIP: 0010:serial8250_console_write+0x41/0x670
+[   72.606086] Call Trace:
+[   72.606087]  <IRQ>
+[   72.606088]  console_flush_all+0x2bf/0x3d0
+[   72.606089]  </IRQ>
+[  130.000001] rcu: INFO: rcu_preempt detected stalls on CPUs/tasks:
+[  130.000002] rcu: 	Possible timer handling issue on cpu=0 timer-softirq=1627
+EOF2
+expect rcu_stall_judged_by_readable_copies infra "serial8250_console_write" -- --rc 1 "$tmp/stalls.log"
+sed 's/console_flush_all+0x2bf\/0x3d0/hg_snapshot_ipi+0x20\/0x80 [hgclock]/' "$tmp/stalls.log" >"$tmp/stalls-ours.log"
+expect rcu_stall_copy_names_hgclock ours "hg_snapshot_ipi+0x20/0x80 [hgclock]" -- --rc 1 "$tmp/stalls-ours.log"
+
 # 6. A silent hang: the run's timeout, nothing on either console.
 mkdir -p "$tmp/hang"
 boot >"$tmp/hang/console.log"
