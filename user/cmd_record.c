@@ -12,7 +12,7 @@
  * With --guest, each guest's agent streams its own ring into the file,
  * and the host probes its clocks continuously (bursts of bracketed
  * exchanges, see proto.h).  At the end the mapping is computed from all of
- * it (sync.c: KVM's exact TSC relation where the guest's VM is known and
+ * it (sync*.c: KVM's exact TSC relation where the guest's VM is known and
  * agrees with the probes, fitted probes otherwise) and written as the
  * SEGMENTS section before END.
  *

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Unit tests of the guest-to-host mapping (user/lib/sync.c): the pure
+ * Unit tests of the guest-to-host mapping (user/lib/sync*.c): the pure
  * helpers (KVM TSC scaling and its inverse, conversion inversion, the
  * probe fit) against 128-bit references, then the whole path from a
  * synthetic correlation file to hgsync_to_host() against a known truth.
@@ -960,7 +960,7 @@ static uint64_t span_h(unsigned int i, unsigned int n)
 /*
  * Whether host TSC @h lies between the first and the last of @vcpu's
  * samples (@hs, alternating vCPUs as written): only there can a fitted
- * method state a bound (between_bound() in sync.c: before the first and
+ * method state a bound (between_bound() in sync_bound.c: before the first and
  * after the last sample a step is unbounded).
  */
 static bool inside_samples(const uint64_t *hs, unsigned int n, int vcpu, uint64_t h)

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1 */
 /*
- * The one binary search of the mapping (sync.c) and its users: every
+ * The one binary search of the mapping (sync*.c) and its users: every
  * sorted array is searched with hg_partition(), not a loop of its own.
  */
 #ifndef HGCLOCK_BSEARCH_H

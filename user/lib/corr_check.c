@@ -8,7 +8,7 @@
  * a conversion shift of 255 is undefined behaviour in the shift that
  * applies it, a probe whose reply precedes its send overflows the fit's
  * signed arithmetic, a CPU number of 4 billion sizes an array.  Every
- * value the mapping (sync.c) computes with is checked here against what
+ * value the mapping (sync*.c) computes with is checked here against what
  * the kernel and hgclock can produce, when the section is read, so the
  * arithmetic after it (hgclock_conv_apply() among it, which the live
  * clock calls on every reading) needs no checks of its own.

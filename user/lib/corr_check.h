@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1 */
 /*
  * Semantic checks of a correlation file's values, between the reader
- * (corr.c: framing, CRCs, sizes) and the mapping (sync.c: arithmetic).
+ * (corr.c: framing, CRCs, sizes) and the mapping (sync*.c: arithmetic).
  * Every field the mapping computes with is range-checked here, once, when
  * its section is read: a value no kernel and no hgclock can write is a
  * damaged file (HGCOR_E_RANGE), as a checksum mismatch is.  The limits are

@@ -64,7 +64,7 @@ struct hgsync_pvclock {
 	uint64_t system_time;
 	uint32_t mul;
 	int32_t shift;
-	uint64_t start_ns;	/* guest sched_clock at @host_tsc (pv_setup()) */
+	uint64_t start_ns;	/* guest sched_clock at @host_tsc (hgs_pv_setup()) */
 	uint64_t end_ns;	/* ... where it got to by the next record */
 	uint64_t reach_prev;	/* the largest end_ns of the records before */
 	uint64_t clamp_ns;	/* bound of pvclock's clamp while in force */
@@ -85,7 +85,7 @@ struct hgsync_vcpu {
 };
 
 /*
- * One exit pairing with both halves joined (guest_build()): the guest's
+ * One exit pairing with both halves joined (join_pairs(), sync_load.c): the guest's
  * readings before and after its CPUID, the host's in between.
  */
 struct hgsync_xpair {
@@ -162,17 +162,17 @@ struct hgsync_guest {
 	size_t nr_probes, cap_probes;
 	struct hgclock_rec_exit_pair *gpairs;	/* the guest's halves, as read */
 	size_t nr_gpairs, cap_gpairs;
-	struct hgsync_xpair *xpairs;	/* joined with the host's (guest_build()) */
+	struct hgsync_xpair *xpairs;	/* joined with the host's (join_pairs()) */
 	size_t nr_xpairs, cap_xpairs;
 	struct hgcor_segment *segs;	/* chosen mapping, sorted */
 	size_t nr_segs, cap_segs;
-	uint64_t *seg_maxend;		/* find_seg() index, see index_segs() */
-	struct hgsync_sample *samples;	/* PROBE/EXIT samples by group, x (index_samples()) */
+	uint64_t *seg_maxend;		/* hgs_find_seg() index, see hgs_index_segs() */
+	struct hgsync_sample *samples;	/* PROBE/EXIT samples by group, x (hgs_index_samples()) */
 	size_t nr_samples;
 	int indexed;
 	uint64_t kvm_checked, kvm_agree; /* probes and pairings checked against KVM exact */
 	/*
-	 * kvm-clock from the host's PVCLOCK records (pv_setup()): the guest's
+	 * kvm-clock from the host's PVCLOCK records (hgs_pv_setup()): the guest's
 	 * kvm_sched_clock_offset, found from its own snapshots' parameters
 	 * (pv_checked of them, pv_agree matching a record), and the bound
 	 * of pvclock's clamp to the largest value read so far.
