@@ -454,6 +454,9 @@ note "DKMS: dkms build for every kernel with headers, in a temporary tree"
 tap_script dkms dkms-check.out tools/dkms-check.sh "$build"
 note "Debian packages: make deb in a copy of the tree, lintian, contents (nothing installed)"
 tap_script deb deb-check.out tools/deb-check.sh "$build"
+note "Debian packages installed with dpkg -i (an overlay over this machine's root, in a mount namespace; DKMS builds the module) and used in a VM per nested kernel"
+# shellcheck disable=SC2086 # the kernel series, one word each
+tap_script pkg pkg-install.out tools/pkg-install-check.sh "$build" $nested_kernels
 note "user space under ASan and UBSan (make asan)"
 if nice make -s asan BUILD="$build" >"$log_dir/asan-build.log" 2>&1; then
 	tap_script asan asan-check.out tools/asan-check.sh "$build"
