@@ -41,7 +41,10 @@ if [ "$(id -u)" -ne 0 ]; then
 	exit 0
 fi
 
-dir=$top/$build/pkg-install
+case $build in
+/*) dir=$build/pkg-install ;;
+*) dir=$top/$build/pkg-install ;;
+esac
 rm -rf "$dir"
 mkdir -p "$dir/debs" "$dir/upper" "$dir/work" "$dir/root" || exit 1
 if ! tools/deb-build.sh "$dir/debs" >"$dir/deb-build.log" 2>&1; then
