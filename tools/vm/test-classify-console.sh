@@ -292,6 +292,28 @@ EOF2
 } >"$tmp/answered-stall.log"
 expect rcu_stall_cpu_answered_in_hgclock ours "hg_pair_this_cpu" -- --rc 124 "$tmp/answered-stall.log"
 
+# QEMU's int3 after text patching, then the panic that follows the oops'
+# end line (CI 2026-12-02, nested 6.12): the panic belongs to the oops,
+# which is readable and outside hgclock.
+cat >"$tmp/int3-panic.log" <<'EOF2'
+[    4.617026] hgclock: loading out-of-tree module taints kernel.
+[  118.784117] Oops: int3: 0000 [#1] PREEMPT SMP NOPTI
+[  118.784520] CPU: 1 UID: 0 PID: 18 Comm: rcu_preempt Tainted: G           OE      6.12.117+deb12-amd64 #1
+[  118.784797] RIP: 0010:__schedule+0x428/0xbf0
+[  118.786040] Call Trace:
+[  118.786494]  <TASK>
+[  118.786818]  schedule+0x27/0xc0
+[  118.786904]  schedule_timeout+0x9e/0x170
+[  118.787060]  </TASK>
+[  118.787091] Modules linked in: hgclock(OE) vhost_vsock kvm_amd kvm irqbypass 9p 9pnet
+[  118.787559] ---[ end trace 0000000000000000 ]---
+[  118.787854] RIP: 0010:__schedule+0x428/0xbf0
+[  118.788073] PKRU: 55555554
+[  118.788223] Kernel panic - not syncing: Fatal exception in interrupt
+[  118.789822] Kernel Offset: disabled
+EOF2
+expect int3_then_panic infra "Oops: int3: 0000 [#1] PREEMPT SMP NOPTI at __schedule+0x428/0xbf0" -- --rc 126 "$tmp/int3-panic.log"
+
 # 6. A silent hang: the run's timeout, nothing on either console.
 mkdir -p "$tmp/hang"
 boot >"$tmp/hang/console.log"
