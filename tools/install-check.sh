@@ -62,7 +62,7 @@ expected=$( {
 	echo "644 usr/local/lib/$so"
 	echo "644 usr/local/include/hgclock/hgclock.h"
 	echo "644 usr/local/lib/pkgconfig/hgclock.pc"
-	for f in hgclock_clock_open hgclock_clock_read hgclock_clock_close \
+	for f in hgclock_clock_open hgclock_clock_read hgclock_clock_perf_ns hgclock_clock_close \
 		hgclock_clock_strerror hgclock_lib_version; do
 		echo "644 usr/local/share/man/man3/$f.3"
 	done
