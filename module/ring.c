@@ -216,6 +216,21 @@ static size_t hg_meta_size(void)
 			  nr_cpu_ids * sizeof(struct hgclock_meta_cpu));
 }
 
+/* A meta area's header: a session's, or the public clock's (sizes 0). */
+static void hg_meta_init(struct hgclock_meta *meta, u64 ring_size, u64 consumer_size)
+{
+	meta->magic = HGCLOCK_META_MAGIC;
+	meta->abi_major = HGCLOCK_ABI_MAJOR;
+	meta->abi_minor = HGCLOCK_ABI_MINOR;
+	meta->meta_size = hg_meta_size();
+	meta->header_size = sizeof(struct hgclock_meta);
+	meta->cpu_slot_size = sizeof(struct hgclock_meta_cpu);
+	meta->nr_cpus = nr_cpu_ids;
+	meta->ring_size = ring_size;
+	meta->consumer_size = consumer_size;
+	meta->tsc_khz = tsc_khz;
+}
+
 static size_t hg_consumer_size(void)
 {
 	return PAGE_ALIGN(nr_cpu_ids * sizeof(__u64));
@@ -341,16 +356,7 @@ static struct hg_ring *hg_ring_alloc(u64 ring_size)
 	ring->bytes = ring->meta_size + ring->consumer_size;
 	hg_ring_total_bytes += ring->bytes;
 
-	ring->meta->magic = HGCLOCK_META_MAGIC;
-	ring->meta->abi_major = HGCLOCK_ABI_MAJOR;
-	ring->meta->abi_minor = HGCLOCK_ABI_MINOR;
-	ring->meta->meta_size = ring->meta_size;
-	ring->meta->header_size = sizeof(struct hgclock_meta);
-	ring->meta->cpu_slot_size = sizeof(struct hgclock_meta_cpu);
-	ring->meta->nr_cpus = nr_cpu_ids;
-	ring->meta->ring_size = ring_size;
-	ring->meta->consumer_size = ring->consumer_size;
-	ring->meta->tsc_khz = tsc_khz;
+	hg_meta_init(ring->meta, ring_size, ring->consumer_size);
 	for_each_online_cpu(cpu) {
 		struct hgclock_meta_cpu *slot = hg_meta_cpu_slot(ring->meta, cpu);
 
@@ -1016,14 +1022,7 @@ static int hg_clock_meta_alloc(void)
 	meta = vmalloc_user(hg_meta_size());
 	if (!meta)
 		return -ENOMEM;
-	meta->magic = HGCLOCK_META_MAGIC;
-	meta->abi_major = HGCLOCK_ABI_MAJOR;
-	meta->abi_minor = HGCLOCK_ABI_MINOR;
-	meta->meta_size = hg_meta_size();
-	meta->header_size = sizeof(struct hgclock_meta);
-	meta->cpu_slot_size = sizeof(struct hgclock_meta_cpu);
-	meta->nr_cpus = nr_cpu_ids;
-	meta->tsc_khz = tsc_khz;
+	hg_meta_init(meta, 0, 0);
 	cpus_read_lock();
 	for_each_online_cpu(cpu)
 		hg_meta_cpu_slot(meta, cpu)->online = 1;

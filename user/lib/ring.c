@@ -8,12 +8,21 @@
  * the ring's geometry, since a reader must never trust what it maps.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include "libhgclock.h"
+
+/* What every meta area's header must say, whichever device mapped it. */
+static bool meta_header_ok(const struct hgclock_meta *probe)
+{
+	return probe->magic == HGCLOCK_META_MAGIC && probe->abi_major == HGCLOCK_ABI_MAJOR &&
+	       probe->header_size >= sizeof(struct hgclock_meta) &&
+	       probe->cpu_slot_size >= sizeof(struct hgclock_meta_cpu);
+}
 
 int hgclock_map_open(int fd, int flags, struct hgclock_map *map)
 {
@@ -38,9 +47,7 @@ int hgclock_map_open(int fd, int flags, struct hgclock_map *map)
 		return -errno;
 	meta = p;
 	memcpy(&probe, meta, sizeof(probe));
-	if (probe.magic != HGCLOCK_META_MAGIC || probe.abi_major != HGCLOCK_ABI_MAJOR ||
-	    probe.header_size < sizeof(struct hgclock_meta) ||
-	    probe.cpu_slot_size < sizeof(struct hgclock_meta_cpu) ||
+	if (!meta_header_ok(&probe) ||
 	    (size_t)probe.meta_size + (size_t)probe.nr_cpus * probe.ring_size != size) {
 		munmap(p, size);
 		return -EPROTO;
@@ -86,10 +93,7 @@ int hgclock_map_clock(int fd, struct hgclock_map *map)
 	munmap(p, (size_t)page);
 	/* What the module wrote is checked before anything is sized by it. */
 	size = probe.meta_size;
-	if (probe.magic != HGCLOCK_META_MAGIC || probe.abi_major != HGCLOCK_ABI_MAJOR ||
-	    probe.header_size < sizeof(struct hgclock_meta) ||
-	    probe.cpu_slot_size < sizeof(struct hgclock_meta_cpu) ||
-	    !probe.nr_cpus || probe.ring_size || probe.consumer_size ||
+	if (!meta_header_ok(&probe) || !probe.nr_cpus || probe.ring_size || probe.consumer_size ||
 	    size < (size_t)page || size % (size_t)page ||
 	    probe.header_size + (uint64_t)probe.nr_cpus * probe.cpu_slot_size > size)
 		return -EPROTO;
