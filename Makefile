@@ -39,7 +39,7 @@ LIB_SRCS := user/lib/libhgclock.c user/lib/ring.c user/lib/uclock.c user/lib/cor
 LIB_SRCS += user/lib/sync_load.c user/lib/sync_vcpu.c user/lib/sync_kvm.c \
 	user/lib/sync_fit.c user/lib/sync_bound.c
 # Exit pairing by trace_marker for guests without the module (pure part; guest binary too)
-LIB_SRCS += user/lib/markpair.c
+LIB_SRCS += user/lib/markpair.c user/lib/appev.c user/lib/events.c
 LIB_HDRS := $(wildcard user/lib/*.h) user/lib/include/hgclock/hgclock.h
 TOOL_SRCS := user/hgclock.c user/util.c user/output.c user/json.c \
 	user/cmd_info.c user/cmd_now.c user/cmd_snapshots.c user/cmd_vcpus.c user/cmd_records.c user/recprint.c \
@@ -62,14 +62,17 @@ SO_VERSION := $(SO_MAJOR).$(call so_version,MINOR).$(call so_version,PATCH)
 SO_NAME := libhgclock.so.$(SO_MAJOR)
 SO_REAL := $(BUILD)/user/libhgclock.so.$(SO_VERSION)
 SO_LINKS := $(BUILD)/user/$(SO_NAME) $(BUILD)/user/libhgclock.so
-SO_SRCS := user/lib/clock.c user/lib/libhgclock.c user/lib/ring.c user/lib/uclock.c
+SO_SRCS := user/lib/clock.c user/lib/libhgclock.c user/lib/ring.c user/lib/uclock.c \
+	user/lib/events.c user/lib/appev.c
 # libhgclock's pages (section 3): one page per file in Documentation/man/man3,
 # and for each other function of a page a one-line .so page pointing to it.
 MAN3_PAGES := $(patsubst Documentation/man/man3/%.rst,$(BUILD)/man/man3/%.3,\
 	$(wildcard Documentation/man/man3/*.rst))
 MAN3_LINKS := $(patsubst %,$(BUILD)/man/man3/%.3,hgclock_clock_read hgclock_clock_perf_ns hgclock_clock_close \
 	hgclock_clock_strerror hgclock_lib_version)
-MAN3 := $(MAN3_PAGES) $(MAN3_LINKS)
+MAN3_EV_LINKS := $(patsubst %,$(BUILD)/man/man3/%.3,hgclock_event hgclock_events_flush \
+	hgclock_events_close)
+MAN3 := $(MAN3_PAGES) $(MAN3_LINKS) $(MAN3_EV_LINKS)
 # hgclock-guest: the guest-side commands alone (user/guest_main.c), without merge and
 # so without libtracecmd; the hgclock-guest package (Documentation/install.rst).
 GUEST_SRCS := user/guest_main.c user/util.c user/output.c user/json.c \
@@ -355,6 +358,10 @@ $(MAN3_PAGES): $(BUILD)/man/man3/%.3: Documentation/man/man3/%.rst $(SO_HDR)
 $(MAN3_LINKS):
 	@mkdir -p $(dir $@)
 	echo '.so man3/hgclock_clock_open.3' >$@
+
+$(MAN3_EV_LINKS):
+	@mkdir -p $(dir $@)
+	echo '.so man3/hgclock_events_open.3' >$@
 
 $(GUEST_MAN): $(BUILD)/man/guest/%.1: tools/pkg/%.rst user/hgclock.c
 	@mkdir -p $(dir $@)

@@ -23,6 +23,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/capability.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -39,6 +40,7 @@
 
 #include "kselftest_harness.h"
 #include "../user/lib/libhgclock.h"
+#include "../user/lib/appev.h"
 #include <hgclock/hgclock.h>
 #include "test_util.h"
 
@@ -681,6 +683,151 @@ TEST_F(perm, public_clock_library_for_nobody)
 	CPU_SET(0, &one);
 	ASSERT_EQ(0, sched_setaffinity(0, sizeof(one), &one));
 	EXPECT_EQ(0, run_as_nobody(self->fd, 0, 0, child_library_clock));
+}
+
+/*
+ * Application events as nobody (hgclock_events_open(3)): the file is
+ * created (and not replaced without HGCLOCK_EVENTS_OVERWRITE), an event
+ * stamped between two of the kernel's readings on one CPU lies between
+ * them, and two threads' events on every CPU come back whole, each
+ * CPU's in time order, with the process's id and name.
+ */
+#define EV_THREAD_EVENTS	2000
+static struct hgclock_events *child_evs;
+
+static void *child_events_thread(void *arg)
+{
+	cpu_set_t all;
+
+	(void)arg;
+	/* Unpinned: the events land on whatever CPUs the scheduler picks. */
+	CPU_ZERO(&all);
+	for (int c = 0; c < CPU_SETSIZE; c++)
+		CPU_SET(c, &all);
+	sched_setaffinity(0, sizeof(all), &all);
+	for (int i = 0; i < EV_THREAD_EVENTS; i++)
+		if (hgclock_event(child_evs, HGCLOCK_EVENT_INSTANT, "tick", "thread"))
+			return (void *)(size_t)errno;
+	return NULL;
+}
+
+static char events_path[64];
+
+static void child_events(int fd)
+{
+	struct hgclock_read_clock before, after;
+	struct hgclock_clock *clk;
+	struct hgclock_events *again;
+	pthread_t t[2];
+	void *res[2];
+
+	prctl(PR_SET_NAME, "evtest");
+	clk = hgclock_clock_open(NULL, 0);
+	CHILD_EXPECT(clk, "hgclock_clock_open(NULL): %s", strerror(errno));
+	if (!clk)
+		return;
+	child_evs = hgclock_events_open(clk, events_path, 0);
+	CHILD_EXPECT(child_evs, "hgclock_events_open(%s): %s", events_path, strerror(errno));
+	if (!child_evs)
+		return;
+	again = hgclock_events_open(clk, events_path, 0);
+	CHILD_EXPECT(!again && errno == EEXIST, "a second open: %p, %s", (void *)again,
+		     strerror(errno));
+	CHILD_EXPECT(hgclock_event(child_evs, 9, "x", NULL) == -1 && errno == EINVAL,
+		     "kind 9 accepted");
+	CHILD_EXPECT(hgclock_event(child_evs, HGCLOCK_EVENT_INSTANT, "", NULL) == -1 &&
+		     errno == EINVAL, "an empty name accepted");
+	memset(&before, 0, sizeof(before));
+	before.size = sizeof(before);
+	after = before;
+	CHILD_EXPECT(!ioctl(fd, HGCLOCK_IOC_READ_CLOCK, &before), "READ_CLOCK: %s",
+		     strerror(errno));
+	if (hgclock_event(child_evs, HGCLOCK_EVENT_BEGIN, "bracketed", "first")) {
+		/* As hgclock_clock_read(): no exact conversion, no fallback for nobody. */
+		CHILD_EXPECT(errno == ENODATA, "hgclock_event: %s", strerror(errno));
+		CHILD_EXPECT(!hgclock_events_close(child_evs), "close: %s", strerror(errno));
+		hgclock_clock_close(clk);
+		return;
+	}
+	CHILD_EXPECT(!ioctl(fd, HGCLOCK_IOC_READ_CLOCK, &after), "READ_CLOCK: %s",
+		     strerror(errno));
+	/* The bracket, for the parent's check: as the END event's text. */
+	{
+		char text[64];
+
+		snprintf(text, sizeof(text), "%llu %llu",
+			 (unsigned long long)before.sample.local_clock_ns,
+			 (unsigned long long)after.sample.local_clock_ns);
+		CHILD_EXPECT(!hgclock_event(child_evs, HGCLOCK_EVENT_END, "bracketed", text),
+			     "hgclock_event: %s", strerror(errno));
+	}
+	for (int i = 0; i < 2; i++)
+		CHILD_EXPECT(!pthread_create(&t[i], NULL, child_events_thread, NULL), "thread");
+	for (int i = 0; i < 2; i++) {
+		pthread_join(t[i], &res[i]);
+		CHILD_EXPECT(!res[i], "thread %d: %s", i, strerror((int)(size_t)res[i]));
+	}
+	CHILD_EXPECT(!hgclock_events_close(child_evs), "close: %s", strerror(errno));
+	hgclock_clock_close(clk);
+}
+
+TEST_F(perm, public_clock_events_for_nobody)
+{
+	uint64_t last[HGEV_MAX_CPUS] = { 0 };
+	unsigned long long lo = 0, hi = 0;
+	struct hgev_header h;
+	struct hgev_rec r;
+	int n = 0, cpus = 0, backwards = 0, exact = 0, fd;
+	char err[256];
+	cpu_set_t one;
+	FILE *f;
+
+	CPU_ZERO(&one);
+	CPU_SET(0, &one);
+	ASSERT_EQ(0, sched_setaffinity(0, sizeof(one), &one));
+	strcpy(events_path, "/tmp/hgclock-events-XXXXXX");
+	fd = mkstemp(events_path);
+	ASSERT_LE(0, fd);
+	close(fd);
+	unlink(events_path);	/* nobody creates it */
+	EXPECT_EQ(0, run_as_nobody(self->fd, 0, 0, child_events));
+	f = fopen(events_path, "rb");
+	ASSERT_NE(NULL, f) TH_LOG("%s: %s", events_path, strerror(errno));
+	ASSERT_EQ(0, hgev_read_header(f, &h, err, sizeof(err))) TH_LOG("%s", err);
+	EXPECT_EQ(HGEV_CLOCK_PERF, h.clock);
+	EXPECT_STREQ("evtest", h.comm);
+	while (hgev_read_record(f, &r, err, sizeof(err)) == 1) {
+		if (!last[r.cpu])
+			cpus++;
+		if (r.ts < last[r.cpu])
+			backwards++;
+		last[r.cpu] = r.ts;
+		exact += !!(r.flags & HGEV_REC_EXACT);
+		if (n == 0) {
+			EXPECT_STREQ("bracketed", r.name);
+			EXPECT_EQ(0, r.cpu);
+			lo = r.ts;
+		} else if (n == 1) {
+			unsigned long long b, a;
+
+			ASSERT_EQ(2, sscanf(r.text, "%llu %llu", &b, &a));
+			EXPECT_LE(b, lo);
+			EXPECT_GE(a, lo);
+			hi = a;
+		}
+		n++;
+	}
+	fclose(f);
+	if (!n) {
+		unlink(events_path);
+		SKIP(return, "no exact conversion on CPU 0 (TCG without tsc=reliable?): "
+		     "nobody's events cannot be stamped");
+	}
+	TH_LOG("%d events on %d CPUs, %d stamped without a syscall; first at %llu, bracket end %llu",
+	       n, cpus, exact, lo, hi);
+	EXPECT_EQ(2 + 2 * EV_THREAD_EVENTS, n);
+	EXPECT_EQ(0, backwards);
+	unlink(events_path);
 }
 
 TEST_F(perm, public_clock_node)

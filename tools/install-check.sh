@@ -63,7 +63,8 @@ expected=$( {
 	echo "644 usr/local/include/hgclock/hgclock.h"
 	echo "644 usr/local/lib/pkgconfig/hgclock.pc"
 	for f in hgclock_clock_open hgclock_clock_read hgclock_clock_perf_ns hgclock_clock_close \
-		hgclock_clock_strerror hgclock_lib_version; do
+		hgclock_clock_strerror hgclock_lib_version hgclock_events_open hgclock_event \
+		hgclock_events_flush hgclock_events_close; do
 		echo "644 usr/local/share/man/man3/$f.3"
 	done
 } | sort -k 2)

@@ -20,6 +20,7 @@
 #include <trace-cmd.h>
 
 #include "cmd.h"
+#include "appev.h"
 #include "corr.h"
 #include "libhgclock.h"
 #include "markpair.h"
@@ -91,7 +92,8 @@ static void merge_usage(FILE *out)
 {
 	fprintf(out,
 		"usage: hgclock merge CORR [HOST.dat [GUEST.dat...]] [--host FILE]\n"
-		"                     [--guest [ID=]FILE]... [-o FILE] [--json FILE] [--no-text]\n"
+		"                     [--guest [ID=]FILE]... [--app FILE]... [--guest-app [ID=]FILE]...\n"
+		"                     [-o FILE] [--json FILE] [--no-text]\n"
 		"                     [--method auto|kvm-exact|exit|probe|marker] [--recompute]\n"
 		"                     [--threads N]\n"
 		"                     [--progress|--no-progress] [--quiet] [--force]\n"
@@ -101,6 +103,8 @@ static void merge_usage(FILE *out)
 		"  --host FILE         the host's trace.dat\n"
 		"  --guest [ID=]FILE   guest ID's trace.dat (ID: its number in CORR; default\n"
 		"                      the next one)\n"
+		"  --app FILE          a host application's events (hgclock_events_open(3))\n"
+		"  --guest-app [ID=]FILE  an application's events in guest ID (default 0)\n"
 		"  -o, --output FILE   the text timeline (default: standard output)\n"
 		"  --json FILE         a Chrome/Perfetto JSON trace (ui.perfetto.dev)\n"
 		"  --no-text           no text timeline\n"
@@ -130,6 +134,7 @@ void hgm_guest_spec(const char *spec, int *next_id, struct hgm_input_spec *in)
 	char num[16];
 
 	in->path = spec;
+	in->app = false;
 	if (eq && (size_t)(eq - spec) < sizeof(num) && eq > spec) {
 		memcpy(num, spec, (size_t)(eq - spec));
 		num[eq - spec] = '\0';
@@ -147,7 +152,13 @@ static void summary(const struct hgm_par_result *r)
 {
 	fprintf(stderr, "hgclock merge: %" PRIu64 " events", r->nr_events);
 	for (int i = 0; i < r->nr_in; i++) {
-		if (r->in[i].guest < 0)
+		if (r->in[i].app && r->in[i].guest < 0)
+			fprintf(stderr, "; host app %" PRIu64, r->in[i].nr_events);
+		else if (r->in[i].app)
+			fprintf(stderr, "; guest %d app %" PRIu64 " (%" PRIu64 " unmapped, %" PRIu64
+				" without host CPU)", r->in[i].guest, r->in[i].nr_events,
+				r->in[i].nr_unmapped, r->in[i].nr_no_cpu);
+		else if (r->in[i].guest < 0)
 			fprintf(stderr, "; host %" PRIu64, r->in[i].nr_events);
 		else
 			fprintf(stderr, "; guest %d %" PRIu64 " (%" PRIu64 " unmapped, %" PRIu64
@@ -180,7 +191,7 @@ static int merge_one_thread(const struct hgm_par *par, struct hgm_par_result *re
 
 	opt.progress = par->progress;
 	for (int i = 0; i < par->nr_inputs; i++) {
-		ret = hgm_add_input(&m, par->inputs[i].path, par->inputs[i].guest, err, err_len);
+		ret = hgm_add_spec(&m, &par->inputs[i], err, err_len);
 		if (ret)
 			goto out;
 	}
@@ -211,6 +222,8 @@ static int merge_one_thread(const struct hgm_par *par, struct hgm_par_result *re
 	res->nr_in = m.nr_in;
 	for (int i = 0; i < m.nr_in; i++) {
 		res->in[i].guest = m.in[i].guest;
+		res->in[i].app = m.in[i].app;
+		res->in[i].app_tail_bytes = m.in[i].app_tail_bytes;
 		res->in[i].nr_events = m.in[i].nr_events;
 		res->in[i].nr_unmapped = m.in[i].nr_unmapped;
 		res->in[i].nr_no_cpu = m.in[i].nr_no_cpu;
@@ -354,6 +367,53 @@ static bool guest_trace_mismatch(const struct hgsync *s, const void *buf, size_t
 }
 
 /*
+ * Is application event file @in the machine's it is given for?  Its
+ * header's node name against the correlation file's host (for --app) or
+ * the guest's identity (--guest-app), as for traces.  Unreadable files
+ * are the merge's to report.  Writes the reason into @msg and returns
+ * true when it is not.
+ */
+static bool app_mismatch(const struct hgsync *s, const void *buf, size_t len,
+			 const struct hgm_input_spec *in, const char *corr_host, char *msg,
+			 size_t size)
+{
+	struct hgcor_identity id;
+	struct hgev_header h;
+	char why[256];
+	FILE *f = fopen(in->path, "rbe");
+	int bad;
+
+	if (!f)
+		return false;
+	bad = hgev_read_header(f, &h, why, sizeof(why));
+	fclose(f);
+	if (bad || !h.nodename[0])
+		return false;
+	if (in->guest < 0) {
+		if (corr_host[0] && strcmp(h.nodename, corr_host)) {
+			snprintf(msg, size, "%s: the application ran on '%s', but the correlation "
+				 "file's host is '%s': a guest's (--guest-app)?", in->path,
+				 h.nodename, corr_host);
+			return true;
+		}
+		return false;
+	}
+	if (corr_host[0] && !strcmp(h.nodename, corr_host)) {
+		snprintf(msg, size, "%s: the application ran on the correlation file's host '%s', "
+			 "not in guest %d (--app)?", in->path, h.nodename, in->guest);
+		return true;
+	}
+	if ((unsigned int)in->guest < s->nr_guests &&
+	    corr_guest_identity(buf, len, (uint32_t)in->guest, &id) &&
+	    strcmp(h.nodename, id.nodename)) {
+		snprintf(msg, size, "%s: the application ran on '%s', but guest %d is '%s'",
+			 in->path, h.nodename, in->guest, id.nodename);
+		return true;
+	}
+	return false;
+}
+
+/*
  * Do the inputs belong together, as far as the files say?  A file given
  * twice, a host trace that a guest's trace names as its host (trace-cmd
  * record -A records the peers' trace ids) or recorded on another machine
@@ -392,10 +452,15 @@ static int check_claims(const struct hgsync *s, const void *buf, size_t len,
 					 "cannot be two machines'", in[j].path, in[i].path);
 				why = msg;
 			}
-		h[i] = tracecmd_open_head(in[i].path, 0);
+		h[i] = in[i].app ? NULL : tracecmd_open_head(in[i].path, 0);
 		/* Unreadable files are the merge's to report, with its words. */
 	}
 	for (int i = 0; i < n && !why; i++) {
+		if (in[i].app) {
+			if (app_mismatch(s, buf, len, &in[i], corr_host, msg, sizeof(msg)))
+				why = msg;
+			continue;
+		}
 		if (!h[i])
 			continue;
 		trace_host_name(h[i], name, sizeof(name));
@@ -469,6 +534,8 @@ int cmd_merge(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "host", required_argument, NULL, 'H' },
 		{ "guest", required_argument, NULL, 'g' },
+		{ "app", required_argument, NULL, 'a' },
+		{ "guest-app", required_argument, NULL, 'A' },
 		{ "output", required_argument, NULL, 'o' },
 		{ "json", required_argument, NULL, 'j' },
 		{ "no-text", no_argument, NULL, 'T' },
@@ -484,6 +551,8 @@ int cmd_merge(int argc, char **argv)
 	};
 	struct hgm_input_spec inputs[HGM_MAX_INPUTS];
 	const char *guest_specs[HGSYNC_MAX_GUESTS];
+	struct hgm_input_spec app_specs[HGM_MAX_APPS];
+	int nr_app_specs = 0;
 	struct hgm_par par = { 0 };
 	struct hgm_par_result res;
 	struct hgsync s;
@@ -510,6 +579,22 @@ int cmd_merge(int argc, char **argv)
 				return HGCLOCK_EXIT_USAGE;
 			}
 			guest_specs[nr_guest_specs++] = optarg;
+			break;
+		case 'a':
+		case 'A':
+			if (nr_app_specs == HGM_MAX_APPS) {
+				hg_err("too many application event files (at most %d)", HGM_MAX_APPS);
+				return HGCLOCK_EXIT_USAGE;
+			}
+			if (c == 'a') {
+				app_specs[nr_app_specs] = (struct hgm_input_spec){ optarg, -1, true };
+			} else {
+				int first = 0;
+
+				hgm_guest_spec(optarg, &first, &app_specs[nr_app_specs]);
+				app_specs[nr_app_specs].app = true;
+			}
+			nr_app_specs++;
 			break;
 		case 'o':
 			out_path = optarg;
@@ -565,13 +650,13 @@ int cmd_merge(int argc, char **argv)
 	if (optind < argc && !host_path)
 		host_path = argv[optind++];
 	if (host_path)
-		inputs[par.nr_inputs++] = (struct hgm_input_spec){ host_path, -1 };
+		inputs[par.nr_inputs++] = (struct hgm_input_spec){ host_path, -1, false };
 	for (; optind < argc; optind++) {
 		if (par.nr_inputs == HGM_MAX_INPUTS) {
 			hg_err("too many inputs");
 			return HGCLOCK_EXIT_USAGE;
 		}
-		inputs[par.nr_inputs++] = (struct hgm_input_spec){ argv[optind], next_guest++ };
+		inputs[par.nr_inputs++] = (struct hgm_input_spec){ argv[optind], next_guest++, false };
 	}
 	for (int i = 0; i < nr_guest_specs; i++) {
 		if (par.nr_inputs == HGM_MAX_INPUTS) {
@@ -579,6 +664,14 @@ int cmd_merge(int argc, char **argv)
 			return HGCLOCK_EXIT_USAGE;
 		}
 		hgm_guest_spec(guest_specs[i], &next_guest, &inputs[par.nr_inputs++]);
+	}
+	/* The applications after the traces: ties in time go to the traces. */
+	for (int i = 0; i < nr_app_specs; i++) {
+		if (par.nr_inputs == HGM_MAX_INPUTS) {
+			hg_err("too many inputs");
+			return HGCLOCK_EXIT_USAGE;
+		}
+		inputs[par.nr_inputs++] = app_specs[i];
 	}
 	if (!par.nr_inputs) {
 		hg_err("no trace.dat to merge: give the host's and the guests' files");
@@ -621,14 +714,15 @@ int cmd_merge(int argc, char **argv)
 		char note[512];
 		int g = inputs[i].guest, say;
 
-		if (g < 0 || (unsigned int)g >= s.nr_guests)
+		if (g < 0 || (unsigned int)g >= s.nr_guests || inputs[i].app)
 			continue;
 		say = hgsync_identity_note(&s, (uint32_t)g, note, sizeof(note));
 		if (say == 2 || (say && !quiet))
 			hg_err("%s: guest %d: %s", corr, g, note);
 	}
 	for (int i = 0; i < par.nr_inputs; i++) {
-		if (inputs[i].guest < 0 || !hgsync_guest_known(&s, (uint32_t)inputs[i].guest))
+		if (inputs[i].guest < 0 || inputs[i].app ||
+		    !hgsync_guest_known(&s, (uint32_t)inputs[i].guest))
 			continue;
 		ret = add_marker_pairs(&s, corr, &inputs[i], quiet);
 		if (ret)
@@ -672,6 +766,12 @@ int cmd_merge(int argc, char **argv)
 	if (!ret && jout)
 		ret = hg_output_commit(&jo);
 	jout = NULL;
+	/* A loss is said even with --quiet. */
+	for (int i = 0; i < res.nr_in; i++)
+		if (!ret && res.in[i].app_tail_bytes)
+			hg_err("warning: %s: its last %" PRIu64 " bytes are a record cut short "
+			       "(the application did not close the file): not merged",
+			       inputs[i].path, res.in[i].app_tail_bytes);
 	if (!ret && !quiet)
 		summary(&res);
 out:

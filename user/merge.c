@@ -22,6 +22,7 @@
 #include <event-parse.h>
 #include <trace-cmd.h>
 
+#include "appev.h"
 #include "libhgclock.h"
 #include "merge.h"
 
@@ -43,8 +44,11 @@ struct hgm_stream {
 	struct hgm_input *in;
 	int idx;			/* input index, for ties */
 	int cpu;
-	struct hgm_event ev;		/* the stream's next event (ev.rec != NULL) */
+	struct hgm_event ev;		/* the stream's next event (ev.rec or ev.app set) */
 	uint64_t last_host_ts;		/* where its unmapped events go */
+	/* an application file's CPU: its own reader, skipping the other CPUs' records */
+	FILE *app_f;
+	struct hgev_rec *app_rec;
 };
 
 static void set_err(char *err, size_t len, const char *fmt, ...)
@@ -318,6 +322,150 @@ int hgm_add_input(struct hgm *m, const char *path, int guest, char *err, size_t 
 	return ret;
 }
 
+/* ---- application event files ---- */
+
+/* Is @tid among the file's threads?  Adds it while there is room. */
+static void app_note_tid(struct hgm_input *in, uint32_t tid)
+{
+	for (int i = in->nr_app_tids - 1; i >= 0; i--)
+		if (in->app_tids[i] == tid)
+			return;
+	if (in->nr_app_tids < HGM_APP_TIDS)
+		in->app_tids[in->nr_app_tids++] = tid;
+}
+
+/*
+ * The whole file read once: every record's fields (hgev_read_record()),
+ * each CPU's time order (the writer stamps under its lock: a step back
+ * is damage, or not libhgclock's file), the CPUs, the threads.  0, or
+ * HGM_E_* with @err.
+ */
+static int check_app_file(struct hgm_input *in, FILE *f, char *err, size_t err_len)
+{
+	struct hgev_rec *r = malloc(sizeof(*r));
+	char why[256];
+	size_t cap = 0;
+	int ret;
+
+	in->app_tids = calloc(HGM_APP_TIDS, sizeof(*in->app_tids));
+	if (!r || !in->app_tids) {
+		free(r);
+		set_err(err, err_len, "%s: out of memory", in->path);
+		return HGM_E_SYSTEM;
+	}
+	long off = ftell(f);
+
+	while ((ret = hgev_read_record(f, r, why, sizeof(why))) == 1) {
+		if (r->cpu >= cap) {
+			size_t ncap = cap ? cap : 16;
+			uint64_t *p;
+
+			while (ncap <= r->cpu)
+				ncap *= 2;
+			p = realloc(in->app_last_ts, ncap * sizeof(*p));
+			if (!p) {
+				free(r);
+				set_err(err, err_len, "%s: out of memory", in->path);
+				return HGM_E_SYSTEM;
+			}
+			memset(p + cap, 0, (ncap - cap) * sizeof(*p));
+			in->app_last_ts = p;
+			cap = ncap;
+		}
+		if ((int)r->cpu >= in->nr_cpus)
+			in->nr_cpus = (int)r->cpu + 1;
+		if (r->ts < in->app_last_ts[r->cpu]) {
+			set_err(err, err_len, "%s: damaged: record %" PRIu64 " (CPU %u) goes back in "
+				"time, from %" PRIu64 " to %" PRIu64 " (not in the order libhgclock "
+				"writes)", in->path, in->app_records + 1, r->cpu,
+				in->app_last_ts[r->cpu], r->ts);
+			free(r);
+			return HGM_E_INPUT;
+		}
+		in->app_last_ts[r->cpu] = r->ts;
+		app_note_tid(in, r->tid);
+		in->app_records++;
+		off = ftell(f);
+	}
+	free(r);
+	if (ret == -1) {
+		set_err(err, err_len, "%s: %s", in->path, why);
+		return HGM_E_INPUT;
+	}
+	if (ret == -2) {
+		struct stat st;
+
+		/* What is left after the last whole record: said, never read. */
+		in->app_tail_bytes = 1;
+		if (!fstat(fileno(f), &st) && off >= 0 && st.st_size > off)
+			in->app_tail_bytes = (uint64_t)(st.st_size - off);
+	}
+	return 0;
+}
+
+static int add_app_input(struct hgm *m, const char *path, int guest, char *err, size_t err_len)
+{
+	struct hgm_input *in;
+	struct hgev_header h;
+	char why[256];
+	FILE *f;
+	int ret = input_room(m, path, err, err_len);
+
+	if (ret)
+		return ret;
+	in = &m->in[m->nr_in];
+	memset(in, 0, sizeof(*in));
+	in->path = path;
+	in->guest = guest;
+	in->app = true;
+	f = fopen(path, "rbe");
+	if (!f) {
+		set_err(err, err_len, "%s: %s", path, strerror(errno));
+		return HGM_E_INPUT;
+	}
+	if (hgev_read_header(f, &h, why, sizeof(why))) {
+		set_err(err, err_len, "%s: %s", path, why);
+		fclose(f);
+		return HGM_E_INPUT;
+	}
+	in->clock_name = hgev_clock_name(h.clock);
+	if (hgclock_clock_parse(in->clock_name, &in->clock)) {
+		set_err(err, err_len, "%s: clock '%s' unknown", path, in->clock_name);
+		fclose(f);
+		return HGM_E_INPUT;
+	}
+	in->app_pid = h.pid;
+	memcpy(in->app_comm, h.comm, sizeof(in->app_comm));
+	memcpy(in->app_nodename, h.nodename, sizeof(in->app_nodename));
+	ret = check_app_file(in, f, err, err_len);
+	fclose(f);
+	if (ret) {
+		free(in->app_last_ts);
+		free(in->app_tids);
+		return ret;
+	}
+	m->nr_in++;
+	return 0;
+}
+
+int hgm_add_app_input(struct hgm *m, const char *path, int guest, char *err, size_t err_len)
+{
+	int ret = add_app_input(m, path, guest, err, err_len);
+
+	if (ret && !m->nr_in) {
+		free(m->in);
+		m->in = NULL;
+		m->cap_in = 0;
+	}
+	return ret;
+}
+
+int hgm_add_spec(struct hgm *m, const struct hgm_input_spec *in, char *err, size_t err_len)
+{
+	return in->app ? hgm_add_app_input(m, in->path, in->guest, err, err_len)
+		       : hgm_add_input(m, in->path, in->guest, err, err_len);
+}
+
 /* ---- the heap ---- */
 
 static bool before(const struct hgm_stream *a, const struct hgm_stream *b)
@@ -418,12 +566,45 @@ static void annotate_guest(struct hgm *m, struct hgm_stream *st)
 	}
 }
 
+/*
+ * An application file's stream: its next record on this CPU.  The file
+ * was checked whole when it was added; a record that fails now (the
+ * file changed under the merge) ends the stream, as the end does.
+ */
+static bool app_stream_next(struct hgm *m, struct hgm_stream *st)
+{
+	struct hgm_event *ev = &st->ev;
+	char why[256];
+
+	for (;;) {
+		if (hgev_read_record(st->app_f, st->app_rec, why, sizeof(why)) != 1)
+			return false;
+		if (st->app_rec->cpu == (uint32_t)st->cpu)
+			break;
+	}
+	memset(ev, 0, sizeof(*ev));
+	ev->in = st->in;
+	ev->app = st->app_rec;
+	ev->cpu = st->cpu;
+	ev->raw_ts = st->app_rec->ts;
+	if (st->in->guest < 0) {
+		ev->host_ts = ev->raw_ts;
+		ev->host_cpu = st->cpu;
+		ev->host_tid = -1;
+	} else {
+		annotate_guest(m, st);
+	}
+	return true;
+}
+
 /* Reads the stream's next record; false at its end. */
 static bool stream_next(struct hgm *m, struct hgm_stream *st, bool first)
 {
 	struct tep_record *rec;
 	struct hgm_event *ev = &st->ev;
 
+	if (st->in->app)
+		return app_stream_next(m, st);
 	rec = first ? tracecmd_read_cpu_first(st->in->handle, st->cpu)
 		    : tracecmd_read_data(st->in->handle, st->cpu);
 	if (!rec)
@@ -449,14 +630,21 @@ static bool stream_next(struct hgm *m, struct hgm_stream *st, bool first)
 /* The host-clock time of a stream's last record, for the progress line. */
 static uint64_t stream_last_ts(struct hgm *m, struct hgm_stream *st)
 {
-	struct tep_record *rec = tracecmd_read_cpu_last(st->in->handle, st->cpu);
+	struct tep_record *rec;
 	struct hgsync_result r;
 	uint64_t ts;
 
-	if (!rec)
-		return 0;
-	ts = rec->ts;
-	tracecmd_free_record(rec);
+	if (st->in->app) {
+		ts = st->in->app_last_ts[st->cpu];
+		if (!ts)
+			return 0;
+	} else {
+		rec = tracecmd_read_cpu_last(st->in->handle, st->cpu);
+		if (!rec)
+			return 0;
+		ts = rec->ts;
+		tracecmd_free_record(rec);
+	}
 	if (st->in->guest < 0)
 		return ts;
 	if (hgsync_to_host_by(m->sync, (uint32_t)st->in->guest, st->cpu, st->in->clock, ts,
@@ -493,6 +681,13 @@ int hgm_start(struct hgm *m, const struct hgsync *sync, const struct hgm_options
 				return -1;
 			}
 			g = &sync->guests[in->guest];
+			if (in->app && g->nr_cpus && (unsigned int)in->nr_cpus > g->nr_cpus) {
+				set_err(err, err_len,
+					"%s: an event on CPU %d, but guest %d of the correlation file "
+					"has %u CPUs: not that guest's application?", in->path,
+					in->nr_cpus - 1, in->guest, g->nr_cpus);
+				return -1;
+			}
 			if (g->nr_cpus && (unsigned int)in->nr_cpus > g->nr_cpus) {
 				set_err(err, err_len,
 					"%s: %d CPUs, but guest %d of the correlation file has %u: "
@@ -501,6 +696,18 @@ int hgm_start(struct hgm *m, const struct hgsync *sync, const struct hgm_options
 				return -1;
 			}
 		}
+		if (in->clock != m->host_clock && (in->app || m->in[0].app)) {
+			const struct hgm_input *a = in->app ? in : &m->in[0];
+			const struct hgm_input *t = in->app ? &m->in[0] : in;
+
+			set_err(err, err_len,
+				"%s: the application stamped its events with the '%s' clock but "
+				"%s uses '%s': record the traces with trace-cmd record -C %s, or "
+				"open the events %s HGCLOCK_EVENTS_LOCAL_CLOCK", a->path,
+				a->clock_name, t->path, t->clock_name, a->clock_name,
+				a->clock == HGSYNC_CLOCK_SCHED ? "without" : "with");
+			return -1;
+		}
 		if (in->clock != m->host_clock) {
 			set_err(err, err_len,
 				"%s uses the '%s' trace clock but %s uses '%s': record host and "
@@ -508,8 +715,9 @@ int hgm_start(struct hgm *m, const struct hgsync *sync, const struct hgm_options
 				in->clock_name, m->in[0].path, m->in[0].clock_name);
 			return -1;
 		}
-		for (int j = 0; j < i; j++)
-			if (in->guest == m->in[j].guest) {
+		/* A machine has one trace, and as many applications as it likes. */
+		for (int j = 0; j < i && !in->app; j++)
+			if (in->guest == m->in[j].guest && !m->in[j].app) {
 				if (in->guest < 0)
 					set_err(err, err_len, "%s and %s: both are the host's trace",
 						m->in[j].path, in->path);
@@ -539,6 +747,23 @@ int hgm_start(struct hgm *m, const struct hgsync *sync, const struct hgm_options
 			st->in = &m->in[i];
 			st->idx = i;
 			st->cpu = c;
+			if (st->in->app) {
+				struct hgev_header h;
+				char why[256];
+
+				st->app_rec = malloc(sizeof(*st->app_rec));
+				st->app_f = fopen(st->in->path, "rbe");
+				if (!st->app_rec || !st->app_f) {
+					set_err(err, err_len, "%s: %s", st->in->path,
+						strerror(errno));
+					return st->app_rec ? HGM_E_INPUT : HGM_E_SYSTEM;
+				}
+				if (hgev_read_header(st->app_f, &h, why, sizeof(why))) {
+					set_err(err, err_len, "%s: %s (changed during the merge?)",
+						st->in->path, why);
+					return HGM_E_INPUT;
+				}
+			}
 			if (m->opt.progress || m->opt.span) {
 				uint64_t last = stream_last_ts(m, st);
 
@@ -585,7 +810,8 @@ int hgm_run(struct hgm *m, int (*emit)(void *ctx, const struct hgm_event *ev), v
 		ret = emit(ctx, &st->ev);
 		st->in->nr_events++;
 		m->nr_events++;
-		tracecmd_free_record(st->ev.rec);
+		if (st->ev.rec)
+			tracecmd_free_record(st->ev.rec);
 		st->ev.rec = NULL;
 		if (ret)
 			break;
@@ -603,11 +829,21 @@ int hgm_run(struct hgm *m, int (*emit)(void *ctx, const struct hgm_event *ev), v
 
 void hgm_close(struct hgm *m)
 {
-	for (int i = 0; i < m->nr_streams; i++)
-		if (m->streams[i].ev.rec)
-			tracecmd_free_record(m->streams[i].ev.rec);
-	for (int i = 0; i < m->nr_in; i++)
-		tracecmd_close(m->in[i].handle);
+	for (int i = 0; i < m->nr_streams; i++) {
+		struct hgm_stream *st = &m->streams[i];
+
+		if (st->ev.rec)
+			tracecmd_free_record(st->ev.rec);
+		if (st->app_f)
+			fclose(st->app_f);
+		free(st->app_rec);
+	}
+	for (int i = 0; i < m->nr_in; i++) {
+		if (m->in[i].handle)
+			tracecmd_close(m->in[i].handle);
+		free(m->in[i].app_last_ts);
+		free(m->in[i].app_tids);
+	}
 	free(m->streams);
 	free(m->heap);
 	free(m->in);

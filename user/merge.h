@@ -24,7 +24,11 @@ struct tep_handle;
 struct tep_record;
 struct tep_event;
 
-#define HGM_MAX_INPUTS	(1 + HGSYNC_MAX_GUESTS)
+struct hgev_rec;
+
+/* Application event files (appev.h) a merge takes, over all machines. */
+#define HGM_MAX_APPS	64
+#define HGM_MAX_INPUTS	(1 + HGSYNC_MAX_GUESTS + HGM_MAX_APPS)
 
 /* What failed, returned with the message in err: the user's or ours. */
 #define HGM_E_INPUT	(-1)	/* an input: unreadable, damaged, mismatched */
@@ -36,7 +40,11 @@ struct tep_event;
 #define HGM_EV_NOT_RUNNING	(1u << 2) /* the records say its vCPU thread was stopped */
 #define HGM_EV_CPU_UNSURE	(1u << 3) /* a migration lies within the mapping's bound */
 
-/* One input file. */
+/*
+ * One input file: a trace.dat (handle, tep) or an application's event
+ * file (app: read by its streams, each with its own FILE; what the check
+ * of the whole file found is kept here).
+ */
 struct hgm_input {
 	const char *path;
 	struct tracecmd_input *handle;
@@ -44,14 +52,28 @@ struct hgm_input {
 	int guest;		/* -1: the host; else the guest's id in the correlation */
 	uint32_t clock;		/* HGSYNC_CLOCK_* of its timestamps */
 	const char *clock_name;	/* as trace-cmd recorded it */
-	int nr_cpus;
+	int nr_cpus;		/* app: its highest CPU + 1 */
 	uint64_t nr_events, nr_unmapped, nr_no_cpu, nr_dropped;
+	/* application event files only: */
+	bool app;
+	char app_comm[17];		/* the process's name, from the header */
+	char app_nodename[73];		/* the machine's, from the header */
+	uint32_t app_pid;
+	uint64_t app_records;		/* complete records in the file */
+	uint64_t app_tail_bytes;	/* a last record cut short: not read */
+	uint64_t *app_last_ts;		/* per CPU: its last record's time (nr_cpus) */
+	uint32_t *app_tids;		/* the threads seen, at most HGM_APP_TIDS */
+	int nr_app_tids;
 };
+
+/* Threads of one application file named in the JSON (others still appear). */
+#define HGM_APP_TIDS	1024
 
 /* One event, as the merge hands it to an output. */
 struct hgm_event {
 	const struct hgm_input *in;
-	struct tep_record *rec;
+	struct tep_record *rec;		/* a trace event, or NULL and: */
+	const struct hgev_rec *app;	/* an application's event */
 	struct tep_event *event;	/* NULL when its format is unknown */
 	int cpu;			/* the CPU it was traced on (guest: its vCPU) */
 	uint64_t raw_ts;		/* its own clock */
@@ -118,6 +140,15 @@ void hgm_checked_free(struct hgm_checked *c);
  * message in @err (@err_len bytes), HGM_E_SYSTEM when out of memory.
  */
 int hgm_add_input(struct hgm *m, const char *path, int guest, char *err, size_t err_len);
+
+/*
+ * Opens @path, an application's event file (hgclock_events_open(3)), as
+ * the host's (@guest -1) or guest @guest's, and checks all of it: its
+ * records' fields and each CPU's time order.  A last record cut short
+ * (a writer that did not finish) is left out and counted in
+ * app_tail_bytes.  0, or HGM_E_INPUT / HGM_E_SYSTEM with @err.
+ */
+int hgm_add_app_input(struct hgm *m, const char *path, int guest, char *err, size_t err_len);
 
 /*
  * Checks the inputs against the correlation @sync (clocks it can map,
@@ -189,6 +220,7 @@ int hgm_outputs_event(void *ctx, const struct hgm_event *ev);
 struct hgm_input_spec {
 	const char *path;
 	int guest;		/* -1: the host */
+	bool app;		/* an application event file, not a trace.dat */
 };
 
 /*
@@ -216,10 +248,15 @@ struct hgm_par_result {
 	uint64_t max_bound_ns;
 	struct {
 		int guest;
+		bool app;
 		uint64_t nr_events, nr_unmapped, nr_no_cpu, nr_dropped;
+		uint64_t app_tail_bytes;
 	} in[HGM_MAX_INPUTS];
 	int nr_in;
 };
+
+/* hgm_add_input() or hgm_add_app_input(), as @in says. */
+int hgm_add_spec(struct hgm *m, const struct hgm_input_spec *in, char *err, size_t err_len);
 
 /*
  * The merge of @par's inputs on @par->nr_threads workers plus the calling

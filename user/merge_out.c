@@ -6,12 +6,14 @@
  */
 #include <inttypes.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <event-parse.h>
 #include <trace-seq.h>
 
+#include "appev.h"
 #include "merge.h"
 
 static const char *event_info(struct trace_seq *seq, const struct hgm_event *ev)
@@ -27,8 +29,12 @@ static const char *event_info(struct trace_seq *seq, const struct hgm_event *ev)
 	return seq->buffer;
 }
 
-static const char *event_name(const struct hgm_event *ev)
+static const char *event_name(const struct hgm_event *ev, char *buf, size_t len)
 {
+	if (ev->app) {
+		snprintf(buf, len, "app:%s", ev->app->name);
+		return buf;
+	}
 	return ev->event ? ev->event->name : "unknown";
 }
 
@@ -128,13 +134,28 @@ void hgm_text_free(struct hgm_text *t)
  * its method, or what is wrong with it.  A drop notice line comes first
  * when ftrace lost events before this one.
  */
+/*
+ * An application's event: "app:NAME" as the event, its kind and text as
+ * the info, the process's name and the thread's id where a trace event
+ * has its task's.
+ */
+static const char *app_info(struct trace_seq *seq, const struct hgev_rec *r)
+{
+	static const char *const kind[] = { "", "", "[begin] ", "[end] " };
+
+	trace_seq_reset(seq);
+	trace_seq_printf(seq, "%s%s", kind[r->kind <= HGEV_KIND_END ? r->kind : 0], r->text);
+	trace_seq_terminate(seq);
+	return seq->buffer;
+}
+
 int hgm_text_format(struct hgm_text *t, const struct hgm_event *ev)
 {
 	struct tep_handle *tep = ev->in->tep;
-	int pid = tep_data_pid(tep, ev->rec);
-	const char *comm = tep_data_comm_from_pid(tep, pid);
-	const char *info = event_info(t->seq, ev);
-	char tag[48], ts[32];
+	int pid = ev->app ? (int)ev->app->tid : tep_data_pid(tep, ev->rec);
+	const char *comm = ev->app ? ev->in->app_comm : tep_data_comm_from_pid(tep, pid);
+	const char *info = ev->app ? app_info(t->seq, ev->app) : event_info(t->seq, ev);
+	char tag[48], ts[32], name[HGEV_NAME_MAX + 8];
 	int err = 0;
 
 	t->len = 0;
@@ -144,7 +165,7 @@ int hgm_text_format(struct hgm_text *t, const struct hgm_event *ev)
 		snprintf(tag, sizeof(tag), "g%d v%d h%03d", ev->in->guest, ev->cpu, ev->host_cpu);
 	else
 		snprintf(tag, sizeof(tag), "g%d v%d h---", ev->in->guest, ev->cpu);
-	if (ev->rec->missed_events) {
+	if (ev->rec && ev->rec->missed_events) {
 		err |= put_str(t, tag, 12, true) | put_str(t, " CPU:", 0, true) |
 		       put_int(t, ev->cpu, 0, false) | put_str(t, " [", 0, true);
 		if (ev->rec->missed_events > 0)
@@ -155,7 +176,7 @@ int hgm_text_format(struct hgm_text *t, const struct hgm_event *ev)
 	err |= put_str(t, tag, 12, true) | put_str(t, " ", 0, true) | put_str(t, comm, 16, false) |
 	       put_str(t, "-", 0, true) | put_int(t, pid, 5, false) | put_str(t, " [", 0, true) |
 	       put_int(t, ev->cpu, 3, true) | put_str(t, "] ", 0, true) | put_str(t, ts, 0, true) |
-	       put_str(t, ": ", 0, true) | put_str(t, event_name(ev), 20, true) |
+	       put_str(t, ": ", 0, true) | put_str(t, event_name(ev, name, sizeof(name)), 20, true) |
 	       put_str(t, " ", 0, true) | put_str(t, info, 0, true);
 	if (ev->in->guest >= 0) {
 		if (ev->flags & HGM_EV_UNMAPPED) {
@@ -198,6 +219,22 @@ int hgm_text_event(void *ctx, const struct hgm_event *ev)
 
 #define HGM_JSON_HOST_PID	1
 #define HGM_JSON_GUEST_PID	100	/* + guest id */
+/* An application thread's track in its machine's process: + its tid. */
+#define HGM_JSON_APP_TID	10000000
+
+static int json_pid(const struct hgm_input *in)
+{
+	return in->guest < 0 ? HGM_JSON_HOST_PID : HGM_JSON_GUEST_PID + in->guest;
+}
+
+/* Is input @i the first of its machine (its process is named, its vCPUs drawn once)? */
+static bool first_of_machine(const struct hgm *m, int i)
+{
+	for (int k = 0; k < i; k++)
+		if (m->in[k].guest == m->in[i].guest)
+			return false;
+	return true;
+}
 
 /* Host clock value -> host ns (the JSON's time base). */
 static uint64_t json_ns(const struct hgm *m, uint64_t host_ts)
@@ -254,14 +291,35 @@ int hgm_json_begin(struct hgm_json *j, FILE *out, const struct hgm *m)
 	json_begin_array(&j->w, "traceEvents");
 	for (int i = 0; i < m->nr_in; i++) {
 		const struct hgm_input *in = &m->in[i];
-		int pid = in->guest < 0 ? HGM_JSON_HOST_PID : HGM_JSON_GUEST_PID + in->guest;
+		int pid = json_pid(in);
 
-		if (in->guest < 0)
-			snprintf(name, sizeof(name), "host (%s)", in->path);
-		else
-			snprintf(name, sizeof(name), "guest %d (%s)", in->guest, in->path);
-		json_meta(&j->w, "process_name", pid, -1, name, 0);
-		json_meta(&j->w, "process_sort_index", pid, -1, NULL, in->guest + 1);
+		if (in->app) {
+			/* Each thread a track of the machine: a slice keeps its thread. */
+			for (int k = 0; k < in->nr_app_tids; k++) {
+				snprintf(name, sizeof(name), "%s %u (app)", in->app_comm,
+					 in->app_tids[k]);
+				json_meta(&j->w, "thread_name", pid,
+					  HGM_JSON_APP_TID + (int)in->app_tids[k], name, 0);
+			}
+			if (!first_of_machine(m, i))
+				continue;
+			if (in->guest < 0)
+				snprintf(name, sizeof(name), "host (application %s)", in->app_comm);
+			else
+				snprintf(name, sizeof(name), "guest %d (application %s)", in->guest,
+					 in->app_comm);
+			json_meta(&j->w, "process_name", pid, -1, name, 0);
+			json_meta(&j->w, "process_sort_index", pid, -1, NULL, in->guest + 1);
+			continue;
+		}
+		if (first_of_machine(m, i)) {
+			if (in->guest < 0)
+				snprintf(name, sizeof(name), "host (%s)", in->path);
+			else
+				snprintf(name, sizeof(name), "guest %d (%s)", in->guest, in->path);
+			json_meta(&j->w, "process_name", pid, -1, name, 0);
+			json_meta(&j->w, "process_sort_index", pid, -1, NULL, in->guest + 1);
+		}
 		for (int c = 0; c < in->nr_cpus; c++) {
 			snprintf(name, sizeof(name), in->guest < 0 ? "CPU %d" : "vCPU %d", c);
 			json_meta(&j->w, "thread_name", pid, c, name, 0);
@@ -300,25 +358,57 @@ int hgm_json_event(void *ctx, const struct hgm_event *ev)
 	return fputc('\n', j->w.out) == EOF ? -1 : 0;
 }
 
+/*
+ * An application's event on its thread's track: an instant, or a
+ * slice's begin or end ("B"/"E" pair on one track, in time order: a
+ * thread's events are).  Its CPU goes into the args.
+ */
+static void json_app_head(struct json_writer *w, const struct hgm_event *ev, uint64_t ns)
+{
+	const struct hgev_rec *r = ev->app;
+
+	json_begin_object(w, NULL);
+	json_string(w, "ph", r->kind == HGEV_KIND_BEGIN ? "B" : r->kind == HGEV_KIND_END ? "E" : "i");
+	if (r->kind == HGEV_KIND_INSTANT)
+		json_string(w, "s", "t");
+	json_string(w, "name", r->name);
+	json_string(w, "cat", "app");
+	json_i64(w, "pid", json_pid(ev->in));
+	json_i64(w, "tid", HGM_JSON_APP_TID + (int64_t)r->tid);
+	json_fixed3(w, "ts", ns);
+	json_begin_object(w, "args");
+	json_string(w, "comm", ev->in->app_comm);
+	json_i64(w, "tid", r->tid);
+	json_i64(w, ev->in->guest < 0 ? "cpu" : "vcpu", ev->cpu);
+	if (r->text[0])
+		json_string(w, "text", r->text);
+}
+
 int hgm_json_write_event(struct json_writer *w, struct trace_seq *seq, const struct hgm *m,
 			 const struct hgm_event *ev)
 {
 	struct tep_handle *tep = ev->in->tep;
-	int pid = tep_data_pid(tep, ev->rec);
 	uint64_t ns = json_ns(m, ev->host_ts);
+	char name[HGEV_NAME_MAX + 8];
+	int pid;
 
-	json_begin_object(w, NULL);
-	json_string(w, "ph", "i");
-	json_string(w, "s", "t");
-	json_string(w, "name", event_name(ev));
-	json_string(w, "cat", ev->event && ev->event->system ? ev->event->system : "ftrace");
-	json_i64(w, "pid", ev->in->guest < 0 ? HGM_JSON_HOST_PID : HGM_JSON_GUEST_PID + ev->in->guest);
-	json_i64(w, "tid", ev->cpu);
-	json_fixed3(w, "ts", ns);
-	json_begin_object(w, "args");
-	json_string(w, "comm", tep_data_comm_from_pid(tep, pid));
-	json_i64(w, "pid", pid);
-	json_string(w, "info", event_info(seq, ev));
+	if (ev->app) {
+		json_app_head(w, ev, ns);
+	} else {
+		pid = tep_data_pid(tep, ev->rec);
+		json_begin_object(w, NULL);
+		json_string(w, "ph", "i");
+		json_string(w, "s", "t");
+		json_string(w, "name", event_name(ev, name, sizeof(name)));
+		json_string(w, "cat", ev->event && ev->event->system ? ev->event->system : "ftrace");
+		json_i64(w, "pid", json_pid(ev->in));
+		json_i64(w, "tid", ev->cpu);
+		json_fixed3(w, "ts", ns);
+		json_begin_object(w, "args");
+		json_string(w, "comm", tep_data_comm_from_pid(tep, pid));
+		json_i64(w, "pid", pid);
+		json_string(w, "info", event_info(seq, ev));
+	}
 	if (ev->in->guest >= 0) {
 		json_u64(w, "guest_ts", ev->raw_ts);
 		json_i64(w, "host_cpu", ev->host_cpu);
@@ -343,7 +433,7 @@ int hgm_json_write_event(struct json_writer *w, struct trace_seq *seq, const str
 			json_string(w, "flags", f);
 		}
 	}
-	if (ev->rec->missed_events)
+	if (ev->rec && ev->rec->missed_events)
 		json_i64(w, "dropped_before", ev->rec->missed_events);
 	json_end_object(w);
 	json_end_object(w);
@@ -413,7 +503,8 @@ int hgm_json_end(struct hgm_json *j)
 			const struct hgm_input *in = &m->in[i];
 
 			/* hgm_start() refused guests the file lacks: checked again here. */
-			if (in->guest < 0 || (unsigned int)in->guest >= s->nr_guests ||
+			if (in->guest < 0 || !first_of_machine(m, i) ||
+			    (unsigned int)in->guest >= s->nr_guests ||
 			    s->guests[in->guest].vm.vm_pid <= 0)
 				continue;
 			for (size_t k = 0; k < s->nr_vcpus; k++)

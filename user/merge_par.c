@@ -179,8 +179,7 @@ static void *worker_main(void *arg)
 	opt.progress = false;
 	opt.span = par->progress;
 	for (int i = 0; i < par->nr_inputs && !w->failed; i++)
-		w->failed = hgm_add_input(&w->m, par->inputs[i].path, par->inputs[i].guest,
-					  w->err, sizeof(w->err));
+		w->failed = hgm_add_spec(&w->m, &par->inputs[i], w->err, sizeof(w->err));
 	if (!w->failed)
 		w->failed = hgm_start(&w->m, par->sync, &opt, w->err, sizeof(w->err));
 	trace_seq_init(&w->seq);
@@ -403,6 +402,8 @@ join:
 			res->max_bound_ns = m->max_bound_ns;
 		for (int k = 0; k < m->nr_in && k < HGM_MAX_INPUTS; k++) {
 			res->in[k].guest = m->in[k].guest;
+			res->in[k].app = m->in[k].app;
+			res->in[k].app_tail_bytes = m->in[k].app_tail_bytes;
 			res->in[k].nr_events += m->in[k].nr_events;
 			res->in[k].nr_unmapped += m->in[k].nr_unmapped;
 			res->in[k].nr_no_cpu += m->in[k].nr_no_cpu;

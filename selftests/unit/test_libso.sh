@@ -50,6 +50,7 @@ dest=$tmp/dest
 hdr=$top/user/lib/include/hgclock/hgclock.h
 map=$top/user/lib/libhgclock.map
 page=$top/Documentation/man/man3/hgclock_clock_open.rst
+page_ev=$top/Documentation/man/man3/hgclock_events_open.rst
 example=$top/tools/examples/hgclock-clock.c
 
 # A make of the tree, not of the `make unit` that runs us (no jobserver of
@@ -80,7 +81,8 @@ expected=$( {
 	echo "644 f usr/include/hgclock/hgclock.h -> "
 	echo "644 f usr/lib/pkgconfig/hgclock.pc -> "
 	for f in hgclock_clock_open hgclock_clock_read hgclock_clock_perf_ns hgclock_clock_close \
-		hgclock_clock_strerror hgclock_lib_version; do
+		hgclock_clock_strerror hgclock_lib_version hgclock_events_open hgclock_event \
+		hgclock_events_flush hgclock_events_close; do
 		echo "644 f usr/share/man/man3/$f.3 -> "
 	done
 } | sort -k 3)
@@ -108,12 +110,17 @@ from_header=$(grep -oE '^[a-z][a-z_ ]*[ *]hgclock_[a-z_0-9]+\(' "$hdr" |
 	grep -oE 'hgclock_[a-z_0-9]+\($' | tr -d '(' | sort)
 from_map=$(sed -n '/global:/,/local:/p' "$map" | grep -oE '^[[:space:]]*hgclock_[a-z_0-9]+;' |
 	tr -d ' \t;' | sort)
-from_page=$(sed -n '/^SYNOPSIS$/,/^DESCRIPTION$/p' "$page" |
+from_page=$(cat "$page" "$page_ev" | sed -n '/^SYNOPSIS$/,/^DESCRIPTION$/p' |
 	grep -oE 'hgclock_[a-z_0-9]+\\?\(' | tr -d '\\(' | sort -u)
 exported=$(nm -D --defined-only "$lib" | awk '{ print $3 }' | sort)
-want_exported=$( { echo "HGCLOCK_$major.$minor"; sed 's/$/@@HGCLOCK_1.0/' <<<"$from_header"; } | sort)
+# Each version node of the map, and each of its functions in that node.
+want_exported=$(awk '/^HGCLOCK_[0-9.]+ \{/ { node = $1; print node }
+	node && /^[[:space:]]*hgclock_[a-z_0-9]+;/ { f = $1; sub(/;/, "", f); print f "@@" node }
+	/^}/ { node = "" }' "$map" | sort)
 if [ "$(wc -l <<<"$from_header")" -lt 5 ]; then
 	not_ok api_lists "found only '$(echo $from_header)' declared in $hdr"
+elif ! grep -qx "HGCLOCK_$major.$minor" <<<"$want_exported"; then
+	not_ok api_lists "the map has no node HGCLOCK_$major.$minor for the header's version"
 elif [ "$from_header" != "$from_map" ] || [ "$from_header" != "$from_page" ]; then
 	not_ok api_lists "header: $(echo $from_header); map: $(echo $from_map); man page: $(echo $from_page)"
 else
@@ -177,6 +184,37 @@ if [ -x "$ex" ]; then
 else
 	not_ok example_links_api "no example binary"
 fi
+# The events example (hgclock_events_open(3)): builds the same way, binds
+# the events' functions to HGCLOCK_1.1 and the clock's to HGCLOCK_1.0.
+example_ev=$top/tools/examples/hgclock-events.c
+# shellcheck disable=SC2086 # flags: words
+if $cc -std=gnu11 -pthread -Wall -Wextra -Werror -o "$tmp/hgclock-events" "$example_ev" $flags \
+	2>"$tmp/cc-ev.err"; then
+	uses=$(nm -D --undefined-only "$tmp/hgclock-events" | awk '{ print $2 }' | grep hgclock_ | sort)
+	want_uses=$(grep -oE 'hgclock_[a-z_]+\(' "$example_ev" | tr -d '(' | sort -u |
+		sed -E '/^hgclock_(event|events_[a-z]+)$/ s/$/@HGCLOCK_1.1/; /@/! s/$/@HGCLOCK_1.0/' | sort)
+	if [ "$uses" = "$want_uses" ]; then
+		ok events_example_versions
+	else
+		not_ok events_example_versions "uses $(echo $uses), want $(echo $want_uses)"
+	fi
+	# Without a device it says so, and creates no file.
+	LD_LIBRARY_PATH=$dest/usr/lib timeout 30 "$tmp/hgclock-events" "$tmp/ev.hgev" \
+		>"$tmp/ev.out" 2>&1
+	rc=$?
+	if [ -e /dev/hgclock-clock ] || [ -e /dev/hgclock ]; then
+		skip events_example_no_device "/dev/hgclock exists on this machine"
+	elif [ $rc -eq 1 ] && grep -q '^hgclock-events: /dev/hgclock does not exist: load the module' \
+		"$tmp/ev.out" && [ ! -e "$tmp/ev.hgev" ]; then
+		ok events_example_no_device
+	else
+		not_ok events_example_no_device "exit $rc: $(head -c 300 "$tmp/ev.out")"
+	fi
+else
+	not_ok events_example_versions "$(head -n 5 "$tmp/cc-ev.err" | tr '\n' ' ')"
+	not_ok events_example_no_device "no example binary"
+fi
+
 # The control: the tool's internals are in the library but not reachable.
 cat >"$tmp/internal.c" <<'C'
 #include <stddef.h>

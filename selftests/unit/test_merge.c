@@ -24,6 +24,7 @@
 #include <trace-cmd.h>
 
 #include "kselftest_harness.h"
+#include "appev.h"
 #include "libhgclock.h"
 #include "merge.h"
 #include "gen.h"
@@ -527,6 +528,408 @@ TEST(clock_names)
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		EXPECT_EQ(-EINVAL, hgclock_clock_parse(bad[i], &c)) TH_LOG("'%s' accepted", bad[i]);
 	}
+}
+
+/* ---- application event files (appev.h, hgclock_events_open(3)) ---- */
+
+struct app_ev {
+	unsigned int kind;
+	uint32_t cpu, tid;
+	uint64_t ts;
+	const char *name, *text;
+};
+
+/* An application event file of @n events at a fresh path in @path. */
+static int write_app(char *path, uint32_t clock, const char *nodename, const struct app_ev *ev,
+		     size_t n)
+{
+	unsigned char buf[HGEV_REC_MAX];
+	int fd;
+	FILE *f;
+
+	strcpy(path, "/tmp/hgclock-app-XXXXXX");
+	fd = mkstemp(path);
+	if (fd < 0)
+		return -1;
+	f = fdopen(fd, "wb");
+	if (!f)
+		return -1;
+	hgev_encode_header(buf, clock, 4242, "appname", nodename);
+	fwrite(buf, 1, HGEV_HEADER_SIZE, f);
+	for (size_t i = 0; i < n; i++) {
+		size_t sz = hgev_encode_record(buf, ev[i].kind, HGEV_REC_EXACT, ev[i].cpu, ev[i].ts,
+					       ev[i].tid, ev[i].name, ev[i].text);
+
+		if (!sz || fwrite(buf, 1, sz, f) != sz) {
+			fclose(f);
+			return -1;
+		}
+	}
+	return fclose(f) ? -1 : 0;
+}
+
+/* Every record back as written; the limits of each field; control characters cleaned. */
+TEST(app_records_round_trip)
+{
+	char name[HGEV_NAME_MAX + 2], text[HGEV_TEXT_MAX + 2], path[64], err[256];
+	unsigned char buf[HGEV_REC_MAX];
+	struct app_ev ev[3] = {
+		{ HGEV_KIND_BEGIN, 3, 77, 1000, "request", "id=1\nline" },
+		{ HGEV_KIND_END, 3, 77, 2000, name, text },
+		{ HGEV_KIND_INSTANT, 8191, 78, 1500, "x", NULL },
+	};
+	struct hgev_header h;
+	struct hgev_rec r;
+	FILE *f;
+
+	memset(name, 'n', HGEV_NAME_MAX);
+	name[HGEV_NAME_MAX] = '\0';
+	memset(text, 't', HGEV_TEXT_MAX);
+	text[HGEV_TEXT_MAX] = '\0';
+	/* The limits: one byte more is refused, as an empty name and an unknown kind. */
+	EXPECT_EQ(HGEV_REC_MAX, hgev_encode_record(buf, 2, 0, 0, 0, 0, name, text));
+	name[HGEV_NAME_MAX] = 'n';
+	name[HGEV_NAME_MAX + 1] = '\0';
+	EXPECT_EQ(0, hgev_encode_record(buf, 1, 0, 0, 0, 0, name, NULL));
+	name[HGEV_NAME_MAX] = '\0';
+	text[HGEV_TEXT_MAX] = 't';
+	text[HGEV_TEXT_MAX + 1] = '\0';
+	EXPECT_EQ(0, hgev_encode_record(buf, 1, 0, 0, 0, 0, "a", text));
+	text[HGEV_TEXT_MAX] = '\0';
+	EXPECT_EQ(0, hgev_encode_record(buf, 1, 0, 0, 0, 0, "", NULL));
+	EXPECT_EQ(0, hgev_encode_record(buf, 0, 0, 0, 0, 0, "a", NULL));
+	EXPECT_EQ(0, hgev_encode_record(buf, 4, 0, 0, 0, 0, "a", NULL));
+
+	ASSERT_EQ(0, write_app(path, HGEV_CLOCK_PERF, "box", ev, 3));
+	f = fopen(path, "rb");
+	ASSERT_NE(NULL, f);
+	ASSERT_EQ(0, hgev_read_header(f, &h, err, sizeof(err))) TH_LOG("%s", err);
+	EXPECT_EQ(HGEV_CLOCK_PERF, h.clock);
+	EXPECT_EQ(4242, h.pid);
+	EXPECT_STREQ("appname", h.comm);
+	EXPECT_STREQ("box", h.nodename);
+	ASSERT_EQ(1, hgev_read_record(f, &r, err, sizeof(err))) TH_LOG("%s", err);
+	EXPECT_EQ(HGEV_KIND_BEGIN, r.kind);
+	EXPECT_EQ(3, r.cpu);
+	EXPECT_EQ(77, r.tid);
+	EXPECT_EQ(1000, r.ts);
+	EXPECT_STREQ("request", r.name);
+	EXPECT_STREQ("id=1?line", r.text);
+	ASSERT_EQ(1, hgev_read_record(f, &r, err, sizeof(err))) TH_LOG("%s", err);
+	EXPECT_EQ(HGEV_NAME_MAX, strlen(r.name));
+	EXPECT_EQ(HGEV_TEXT_MAX, strlen(r.text));
+	ASSERT_EQ(1, hgev_read_record(f, &r, err, sizeof(err))) TH_LOG("%s", err);
+	EXPECT_EQ(8191, r.cpu);
+	EXPECT_STREQ("", r.text);
+	EXPECT_EQ(0, hgev_read_record(f, &r, err, sizeof(err)));
+	fclose(f);
+	unlink(path);
+}
+
+/* Damage in the header or a record is named; a cut-short end is told apart. */
+TEST(app_damage_named)
+{
+	static const struct { size_t off; unsigned char val; int hdr; const char *what; } cases[] = {
+		{ 0, 'X', 1, "no HGCLKEVT magic" },
+		{ 8, 2, 1, "format version 2" },
+		{ 12, 7, 1, "impossible header size" },
+		{ 16, 9, 1, "unknown clock 9" },
+		{ 128, 9, 0, "damaged record at offset 128" },		/* size not a multiple of 8 */
+		{ 130, 4, 0, "damaged record at offset 128" },		/* kind */
+		{ 148, 0, 0, "damaged record at offset 128" },		/* name length 0 */
+		{ 150, 200, 0, "damaged record at offset 128" },	/* text longer than the record */
+		{ 133, 0x20, 0, "damaged record at offset 128" },	/* cpu 8192 */
+	};
+	struct app_ev ev = { HGEV_KIND_INSTANT, 1, 5, 100, "tick", "t" };
+	char path[64], err[256];
+	struct hgev_header h;
+	struct hgev_rec r;
+	size_t len;
+	char *good;
+
+	ASSERT_EQ(0, write_app(path, HGEV_CLOCK_LOCAL, "", &ev, 1));
+	good = gen_slurp(path, &len);
+	ASSERT_NE(NULL, good);
+	ASSERT_EQ(HGEV_HEADER_SIZE + 32, len);
+	for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+		FILE *f;
+		int ret;
+
+		{
+			char *bad = malloc(len);
+
+			ASSERT_NE(NULL, bad);
+			memcpy(bad, good, len);
+			bad[cases[k].off] = (char)cases[k].val;
+			f = fmemopen(bad, len, "rb");
+			ASSERT_NE(NULL, f);
+			ret = hgev_read_header(f, &h, err, sizeof(err));
+			if (!cases[k].hdr) {
+				ASSERT_EQ(0, ret);
+				ret = hgev_read_record(f, &r, err, sizeof(err));
+				EXPECT_EQ(-1, ret) TH_LOG("case %zu", k);
+			} else {
+				EXPECT_EQ(-1, ret) TH_LOG("case %zu", k);
+			}
+			EXPECT_NE(NULL, strstr(err, cases[k].what)) TH_LOG("case %zu: %s", k, err);
+			fclose(f);
+			free(bad);
+		}
+	}
+	/* Cut inside the record, at each length: "ends inside a record", never a record. */
+	for (size_t cut = HGEV_HEADER_SIZE + 1; cut < len; cut++) {
+		FILE *f = fmemopen(good, cut, "rb");
+
+		ASSERT_NE(NULL, f);
+		ASSERT_EQ(0, hgev_read_header(f, &h, err, sizeof(err)));
+		EXPECT_EQ(-2, hgev_read_record(f, &r, err, sizeof(err))) TH_LOG("cut at %zu", cut);
+		fclose(f);
+	}
+	free(good);
+	unlink(path);
+}
+
+/* libtracecmd exports them; its header does not declare them (merge.c). */
+int tracecmd_cpus(struct tracecmd_input *handle);
+void tracecmd_set_flag(struct tracecmd_input *handle, int flag);
+#define TEST_TRACECMD_FL_RAW_TS	(1 << 3)
+
+/* The sampled events of a trace: (cpu, ts) of every @step-th event of each CPU. */
+static size_t sample_trace(const char *path, size_t step, struct app_ev *ev, size_t cap,
+			   unsigned int kind, uint32_t tid)
+{
+	struct tracecmd_input *h = tracecmd_open_head(path, 0);
+	size_t n = 0;
+
+	if (!h)
+		return 0;
+	/* Raw, as the merge reads them: no TimeShift of trace-cmd's applied. */
+	tracecmd_set_flag(h, TEST_TRACECMD_FL_RAW_TS);
+	if (tracecmd_init_data(h) < 0) {
+		tracecmd_close(h);
+		return 0;
+	}
+	/* CPU after CPU: the file is not in time order across CPUs, as a writer's may not be. */
+	for (int cpu = 0; cpu < tracecmd_cpus(h); cpu++) {
+		size_t k = 0;
+
+		for (struct tep_record *r = tracecmd_read_cpu_first(h, cpu); r;
+		     r = tracecmd_read_data(h, cpu), k++) {
+			if (k % step == 0 && n < cap)
+				ev[n++] = (struct app_ev){ kind, (uint32_t)cpu, tid + (uint32_t)cpu,
+							   r->ts, "probe", "sampled" };
+			tracecmd_free_record(r);
+		}
+	}
+	tracecmd_close(h);
+	return n;
+}
+
+struct app_seen {
+	uint64_t n, app_n, back_steps, last_ts, matched, mismatched, app_before_trace;
+	/* guest trace events at the sampled times, by (cpu, raw ts) */
+	struct { int cpu; uint64_t raw, host_ts, bound; int host_cpu, host_tid; uint32_t method; } t[512];
+	int nr_t;
+	const struct app_ev *want;
+	size_t nr_want;
+};
+
+static int app_emit(void *ctx, const struct hgm_event *ev)
+{
+	struct app_seen *s = ctx;
+
+	s->n++;
+	if (ev->host_ts < s->last_ts)
+		s->back_steps++;
+	s->last_ts = ev->host_ts;
+	if (!ev->app) {
+		if (ev->in->guest < 0)
+			return 0;
+		/* A guest event at a sampled time: what the app's twin must get. */
+		for (size_t i = 0; i < s->nr_want && s->nr_t < 512; i++)
+			if (s->want[i].ts == ev->raw_ts && (int)s->want[i].cpu == ev->cpu) {
+				s->t[s->nr_t].cpu = ev->cpu;
+				s->t[s->nr_t].raw = ev->raw_ts;
+				s->t[s->nr_t].host_ts = ev->host_ts;
+				s->t[s->nr_t].bound = ev->bound_ns;
+				s->t[s->nr_t].host_cpu = ev->host_cpu;
+				s->t[s->nr_t].host_tid = ev->host_tid;
+				s->t[s->nr_t].method = ev->method;
+				s->nr_t++;
+				break;
+			}
+		return 0;
+	}
+	s->app_n++;
+	if (ev->in->guest < 0) {
+		/* The host's clock is the app's: its value unchanged. */
+		if (ev->host_ts == ev->app->ts && ev->cpu == (int)ev->app->cpu)
+			s->matched++;
+		else
+			s->mismatched++;
+		return 0;
+	}
+	for (int i = 0; i < s->nr_t; i++)
+		if (s->t[i].cpu == ev->cpu && s->t[i].raw == ev->raw_ts) {
+			if (s->t[i].host_ts == ev->host_ts && s->t[i].host_cpu == ev->host_cpu &&
+			    s->t[i].host_tid == ev->host_tid && s->t[i].method == ev->method &&
+			    s->t[i].bound == ev->bound_ns)
+				s->matched++;
+			else
+				s->mismatched++;
+			return 0;
+		}
+	s->app_before_trace++;
+	return 0;
+}
+
+/*
+ * A guest application's events at the very times of guest trace events
+ * get exactly their host time, host CPU, vCPU thread, method and bound;
+ * a host application's keep their time; everything comes out once, in
+ * host time order, with the traces' events first at equal times.
+ */
+TEST_F_TIMEOUT(rec, app_events_mapped_as_trace_events, 600)
+{
+	static struct app_ev gev[400], hev[400];
+	size_t ng = sample_trace(data("guest.dat"), 3, gev, 400, HGEV_KIND_INSTANT, 500);
+	size_t nh = sample_trace(data("host.dat"), 1000, hev, 400, HGEV_KIND_INSTANT, 900);
+	struct hgm_options opt = { 0 };
+	struct app_seen *s = calloc(1, sizeof(*s));
+	char gpath[64], hpath[64];
+
+	ASSERT_NE(NULL, s);
+	ASSERT_LT(20, ng);
+	ASSERT_LT(20, nh);
+	ASSERT_EQ(0, write_app(gpath, HGEV_CLOCK_LOCAL, "", gev, ng));
+	ASSERT_EQ(0, write_app(hpath, HGEV_CLOCK_LOCAL, "", hev, nh));
+	s->want = gev;
+	s->nr_want = ng;
+	ASSERT_EQ(0, hgm_add_input(&self->m, data("host.dat"), -1, self->err, sizeof(self->err)));
+	ASSERT_EQ(0, hgm_add_input(&self->m, data("guest.dat"), 0, self->err, sizeof(self->err)));
+	ASSERT_EQ(0, hgm_add_app_input(&self->m, gpath, 0, self->err, sizeof(self->err)))
+		TH_LOG("%s", self->err);
+	ASSERT_EQ(0, hgm_add_app_input(&self->m, hpath, -1, self->err, sizeof(self->err)))
+		TH_LOG("%s", self->err);
+	ASSERT_EQ(0, hgm_start(&self->m, &self->sync, &opt, self->err, sizeof(self->err)))
+		TH_LOG("%s", self->err);
+	ASSERT_EQ(0, hgm_run(&self->m, app_emit, s));
+	TH_LOG("%zu guest and %zu host app events: %lu matched, %lu mismatched", ng, nh,
+	       (unsigned long)s->matched, (unsigned long)s->mismatched);
+	EXPECT_EQ(count_events(data("host.dat")) + count_events(data("guest.dat")) + ng + nh, s->n);
+	EXPECT_EQ(ng + nh, s->app_n);
+	EXPECT_EQ(ng + nh, s->matched);
+	EXPECT_EQ(0, s->mismatched);
+	EXPECT_EQ(0, s->app_before_trace);
+	EXPECT_EQ(0, s->back_steps);
+	free(s);
+	unlink(gpath);
+	unlink(hpath);
+}
+
+/* The outputs: "app:NAME", the kind, the process's name and the tag; B/E in the JSON. */
+TEST_F(rec, app_events_in_both_outputs)
+{
+	struct app_ev ev[2];
+	size_t n = sample_trace(data("guest.dat"), 100, ev, 1, HGEV_KIND_BEGIN, 7);
+	struct hgm_input_spec in[3] = { { data("host.dat"), -1, false },
+					{ data("guest.dat"), 0, false }, { NULL, 0, true } };
+	struct hgm_par par = { .sync = &self->sync, .inputs = in, .nr_inputs = 3, .nr_threads = 2 };
+	struct hgm_par_result res;
+	FILE *tf = tmpfile(), *jf = tmpfile();
+	char path[64], *text, *json, line[512];
+	size_t tlen, jlen;
+
+	ASSERT_EQ(1, n);
+	ev[1] = ev[0];
+	ev[1].kind = HGEV_KIND_END;
+	ev[0].text = "req 1";
+	ev[1].text = "req 1 done";
+	ASSERT_EQ(0, write_app(path, HGEV_CLOCK_LOCAL, "", ev, 2));
+	in[2].path = path;
+	ASSERT_TRUE(tf && jf);
+	par.text = tf;
+	par.json = jf;
+	ASSERT_EQ(0, hgm_par_run(&par, &res, self->err, sizeof(self->err))) TH_LOG("%s", self->err);
+	EXPECT_EQ(3, res.nr_in);
+	EXPECT_TRUE(res.in[2].app);
+	EXPECT_EQ(2, res.in[2].nr_events);
+	text = read_all(tf, &tlen);
+	json = read_all(jf, &jlen);
+	ASSERT_TRUE(text && json);
+	snprintf(line, sizeof(line), "appname-%-5u [%03u]", ev[0].tid, ev[0].cpu);
+	EXPECT_NE(NULL, strstr(text, line)) TH_LOG("no '%s'", line);
+	EXPECT_NE(NULL, strstr(text, "app:probe")) TH_LOG("no app:probe line");
+	EXPECT_NE(NULL, strstr(text, "[begin] req 1  {tid "));
+	EXPECT_NE(NULL, strstr(text, "[end] req 1 done  {tid "));
+	snprintf(line, sizeof(line), "g0 v%u h", ev[0].cpu);
+	EXPECT_NE(NULL, strstr(text, line));
+	EXPECT_NE(NULL, strstr(json, "\"ph\":\"B\",\"name\":\"probe\",\"cat\":\"app\""));
+	EXPECT_NE(NULL, strstr(json, "\"ph\":\"E\",\"name\":\"probe\",\"cat\":\"app\""));
+	EXPECT_NE(NULL, strstr(json, "\"appname 7 (app)\"")) TH_LOG("no thread name");
+	free(text);
+	free(json);
+	fclose(tf);
+	fclose(jf);
+	unlink(path);
+}
+
+/*
+ * Refused, each with its reason: a step back in one CPU's time, a CPU
+ * the guest does not have, a clock that is not the traces'.  A record
+ * cut short at the end is left out and counted, the rest merged.
+ */
+TEST_F(rec, app_bad_files)
+{
+	struct app_ev back[3] = {
+		{ 1, 0, 1, 5000, "a", NULL }, { 1, 1, 1, 100, "a", NULL }, { 1, 0, 1, 4999, "a", NULL },
+	};
+	struct app_ev cpu9 = { 1, 9, 1, 5000, "a", NULL };
+	struct hgm_options opt = { 0 };
+	char path[64];
+	struct hgm m = { 0 };
+	size_t len;
+	char *buf;
+	FILE *f;
+
+	ASSERT_EQ(0, write_app(path, HGEV_CLOCK_LOCAL, "", back, 3));
+	EXPECT_EQ(HGM_E_INPUT, hgm_add_app_input(&m, path, 0, self->err, sizeof(self->err)));
+	EXPECT_NE(NULL, strstr(self->err, "CPU 0) goes back in time")) TH_LOG("%s", self->err);
+	unlink(path);
+	/* Across CPUs the order is free: CPU 1's 100 after CPU 0's 5000. */
+	ASSERT_EQ(0, write_app(path, HGEV_CLOCK_LOCAL, "", back, 2));
+	ASSERT_EQ(0, hgm_add_app_input(&m, path, 0, self->err, sizeof(self->err)));
+	hgm_close(&m);
+	unlink(path);
+
+	ASSERT_EQ(0, write_app(path, HGEV_CLOCK_LOCAL, "", &cpu9, 1));
+	ASSERT_EQ(0, hgm_add_input(&m, data("guest.dat"), 0, self->err, sizeof(self->err)));
+	ASSERT_EQ(0, hgm_add_app_input(&m, path, 0, self->err, sizeof(self->err)));
+	EXPECT_EQ(-1, hgm_start(&m, &self->sync, &opt, self->err, sizeof(self->err)));
+	EXPECT_NE(NULL, strstr(self->err, "an event on CPU 9")) TH_LOG("%s", self->err);
+	hgm_close(&m);
+	unlink(path);
+
+	ASSERT_EQ(0, write_app(path, HGEV_CLOCK_PERF, "", back, 2));
+	ASSERT_EQ(0, hgm_add_input(&m, data("guest.dat"), 0, self->err, sizeof(self->err)));
+	ASSERT_EQ(0, hgm_add_app_input(&m, path, 0, self->err, sizeof(self->err)));
+	EXPECT_EQ(-1, hgm_start(&m, &self->sync, &opt, self->err, sizeof(self->err)));
+	EXPECT_NE(NULL, strstr(self->err, "trace-cmd record -C perf")) TH_LOG("%s", self->err);
+	hgm_close(&m);
+
+	/* Two whole records and 20 bytes of a third: two merged, 20 bytes said. */
+	buf = gen_slurp(path, &len);
+	ASSERT_NE(NULL, buf);
+	f = fopen(path, "ab");
+	ASSERT_NE(NULL, f);
+	ASSERT_EQ(20, fwrite(buf + HGEV_HEADER_SIZE, 1, 20, f));
+	fclose(f);
+	ASSERT_EQ(0, hgm_add_app_input(&m, path, -1, self->err, sizeof(self->err)));
+	EXPECT_EQ(2, m.in[0].app_records);
+	EXPECT_EQ(20, m.in[0].app_tail_bytes);
+	hgm_close(&m);
+	free(buf);
+	unlink(path);
 }
 
 TEST_HARNESS_MAIN

@@ -6,7 +6,10 @@
  * against the same two; and of the applications' read
  * (hgclock_clock_read() on the public clock, <hgclock/hgclock.h>, which
  * also reads CLOCK_MONOTONIC for its mono_ns) and of its fast path,
- * hgclock_clock_perf_ns(), against clock_gettime().  Rounds interleave the three so that drift in the machine's speed
+ * hgclock_clock_perf_ns(), against clock_gettime(); and of recording an
+ * application event (hgclock_event(): the stamp, the lock, the append to
+ * the buffer and its share of the file's writes) against clock_gettime().
+ * Rounds interleave them so that drift in the machine's speed
  * hits all alike; the median round is reported.  Under TCG absolute times
  * mean little: the ratios are the result.
  *
@@ -57,6 +60,9 @@ static int fail(const char *what)
 int main(int argc, char **argv)
 {
 	double nop[ROUNDS], rd[ROUNDS], cg[ROUNDS], uc[ROUNDS], lc[ROUNDS], lp[ROUNDS];
+	double ev[ROUNDS];
+	struct hgclock_events *evs = NULL;
+	char ev_path[] = "/tmp/hgclock-bench-events-XXXXXX";
 	uint64_t perf_ns;
 	struct hgclock_clock *clk;
 	struct hgclock_reading reading;
@@ -94,6 +100,19 @@ int main(int argc, char **argv)
 	if (!have_lib)
 		fprintf(stderr, "bench_read_clock: hgclock_clock_read: %s: not measured\n",
 			hgclock_clock_strerror(errno));
+
+	/* The events go to a scratch file, replaced (OVERWRITE), then removed. */
+	if (have_lib) {
+		int tfd = mkstemp(ev_path);
+
+		if (tfd >= 0) {
+			close(tfd);
+			evs = hgclock_events_open(clk, ev_path, HGCLOCK_EVENTS_OVERWRITE);
+		}
+		if (!evs)
+			fprintf(stderr, "bench_read_clock: hgclock_events_open: %s: not measured\n",
+				strerror(errno));
+	}
 
 	for (r = 0; r < ROUNDS; r++) {
 		t0 = now_ns();
@@ -135,13 +154,23 @@ int main(int argc, char **argv)
 					return fail("hgclock_clock_perf_ns");
 			lp[r] = (double)(now_ns() - t0) / (double)iters;
 		}
+
+		ev[r] = 0;
+		if (evs) {
+			t0 = now_ns();
+			for (i = 0; i < iters; i++)
+				if (hgclock_event(evs, HGCLOCK_EVENT_INSTANT, "bench", NULL))
+					return fail("hgclock_event");
+			ev[r] = (double)(now_ns() - t0) / (double)iters;
+		}
 	}
 	/* Ratios per round first, so each compares costs measured together. */
 	{
 		double ratio_nop[ROUNDS], ratio_cg[ROUNDS];
-		double uc_cg[ROUNDS], uc_rd[ROUNDS], lc_cg[ROUNDS], lp_cg[ROUNDS];
+		double uc_cg[ROUNDS], uc_rd[ROUNDS], lc_cg[ROUNDS], lp_cg[ROUNDS], ev_cg[ROUNDS];
 
 		for (r = 0; r < ROUNDS; r++) {
+			ev_cg[r] = ev[r] / cg[r];
 			lc_cg[r] = lc[r] / cg[r];
 			lp_cg[r] = lp[r] / cg[r];
 			ratio_nop[r] = rd[r] / nop[r];
@@ -164,12 +193,21 @@ int main(int argc, char **argv)
 			printf("BENCH lib_perf_ns_vs_clock_gettime %.3f ratio\n",
 			       median(lp_cg, ROUNDS));
 		}
+		if (evs) {
+			printf("BENCH lib_event %.1f ns\n", median(ev, ROUNDS));
+			printf("BENCH lib_event_vs_clock_gettime %.3f ratio\n",
+			       median(ev_cg, ROUNDS));
+		}
 		printf("BENCH read_clock_ioctl %.1f ns\n", median(rd, ROUNDS));
 		printf("BENCH nop_ioctl %.1f ns\n", median(nop, ROUNDS));
 		printf("BENCH clock_gettime_mono %.1f ns\n", median(cg, ROUNDS));
 		printf("BENCH read_clock_vs_nop_ioctl %.3f ratio\n", median(ratio_nop, ROUNDS));
 		printf("BENCH read_clock_vs_clock_gettime %.3f ratio\n", median(ratio_cg, ROUNDS));
 	}
+	if (evs && hgclock_events_close(evs))
+		return fail("hgclock_events_close");
+	if (evs)
+		unlink(ev_path);
 	hgclock_clock_close(clk);
 	close(fd);
 	return 0;

@@ -119,6 +119,19 @@ HGCLOCK_EXPORT struct hgclock_clock *hgclock_clock_open(const char *path,
 	return clk;
 }
 
+/*
+ * Every read of the API: user space where this CPU's conversion is
+ * exact, else the ioctl where this handle has the device (*@used_ioctl
+ * then 1).  -errno.
+ */
+int hgclock_clock_now(struct hgclock_clock *clk, struct hgclock_now *now, int *used_ioctl)
+{
+	*used_ioctl = 0;
+	if (clk->fd < 0)
+		return hgclock_now_user(&clk->map, now);
+	return hgclock_now(clk->fd, &clk->map, now, used_ioctl);
+}
+
 HGCLOCK_EXPORT int hgclock_clock_read(struct hgclock_clock *clk,
 				      struct hgclock_reading *reading)
 {
@@ -130,10 +143,7 @@ HGCLOCK_EXPORT int hgclock_clock_read(struct hgclock_clock *clk,
 		errno = EINVAL;
 		return -1;
 	}
-	if (clk->fd < 0)
-		ret = hgclock_now_user(&clk->map, &now);
-	else
-		ret = hgclock_now(clk->fd, &clk->map, &now, &used_ioctl);
+	ret = hgclock_clock_now(clk, &now, &used_ioctl);
 	if (ret) {
 		errno = -ret;
 		return -1;
@@ -163,10 +173,7 @@ HGCLOCK_EXPORT int hgclock_clock_perf_ns(struct hgclock_clock *clk, uint64_t *pe
 		errno = EINVAL;
 		return -1;
 	}
-	if (clk->fd < 0)
-		ret = hgclock_now_user(&clk->map, &now);
-	else
-		ret = hgclock_now(clk->fd, &clk->map, &now, &used_ioctl);
+	ret = hgclock_clock_now(clk, &now, &used_ioctl);
 	/* sched_clock alone is not perf's clock: refuse rather than guess. */
 	if (!ret && !now.has_local)
 		ret = -ENODATA;
@@ -215,7 +222,13 @@ HGCLOCK_EXPORT const char *hgclock_clock_strerror(int errnum)
 	case EAGAIN:
 		return "the conversion kept changing during the read: try again";
 	case EINVAL:
-		return "invalid argument (a NULL handle or reading, or unknown flags)";
+		return "invalid argument (a NULL handle or reading, unknown flags, or an "
+		       "event's kind, name or text out of range)";
+	case EEXIST:
+		return "the event file exists: choose another name, or pass "
+		       "HGCLOCK_EVENTS_OVERWRITE to replace it";
+	case EIO:
+		return "a write to the event file failed: the file is incomplete";
 	case ENOMEM:
 		return "out of memory";
 	default:

@@ -194,4 +194,12 @@ int hgclock_now_user(const struct hgclock_map *map, struct hgclock_now *now);
 int hgclock_now(int fd, const struct hgclock_map *map, struct hgclock_now *now,
 		int *used_ioctl);
 
+struct hgclock_clock;
+
+/*
+ * The clocks through an application handle (<hgclock/hgclock.h>,
+ * clock.c): what hgclock_clock_read() reads, with the CPU.  -errno.
+ */
+int hgclock_clock_now(struct hgclock_clock *clk, struct hgclock_now *now, int *used_ioctl);
+
 #endif /* LIBHGCLOCK_H */

@@ -17,10 +17,14 @@
  *	else if (hgclock_clock_read(clk, &r) == 0)
  *		printf("perf %llu\n", (unsigned long long)r.perf_ns);
  *
+ * Applications record their own events in that clock into a file that
+ * hgclock merge places on the host's timeline (hgclock_events_open()).
+ *
  * Self-contained (no kernel header needed), C89 and C++.  The functions
  * and structures here are the whole ABI of libhgclock.so.1, versioned
- * HGCLOCK_1.0; Documentation/library.rst and hgclock_clock_open(3) say
- * what each returns, and the versioning rule.
+ * HGCLOCK_1.0 (the clock) and HGCLOCK_1.1 (the events);
+ * Documentation/library.rst, hgclock_clock_open(3) and
+ * hgclock_events_open(3) say what each returns, and the versioning rule.
  */
 #ifndef HGCLOCK_HGCLOCK_H
 #define HGCLOCK_HGCLOCK_H
@@ -37,7 +41,7 @@ extern "C" {
  * (hgclock_lib_version() says which one it got).
  */
 #define HGCLOCK_LIB_VERSION_MAJOR	1
-#define HGCLOCK_LIB_VERSION_MINOR	0
+#define HGCLOCK_LIB_VERSION_MINOR	1
 #define HGCLOCK_LIB_VERSION_PATCH	0
 #define HGCLOCK_LIB_VERSION_NUMBER(major, minor, patch) \
 	(((major) << 16) | ((minor) << 8) | (patch))
@@ -144,6 +148,64 @@ const char *hgclock_clock_strerror(int errnum);
 
 /* The library's HGCLOCK_LIB_VERSION, as built (compare with the header's). */
 unsigned int hgclock_lib_version(void);
+
+/* ---- application events (HGCLOCK_1.1, library 1.1 and later) ---- */
+
+/*
+ * Flags of hgclock_events_open().
+ * HGCLOCK_EVENTS_LOCAL_CLOCK: stamp with ftrace's "local" clock
+ *	(sched_clock()) instead of "perf" (local_clock(), perf's default),
+ *	to match traces recorded with trace-cmd's default clock.
+ * HGCLOCK_EVENTS_OVERWRITE: replace an existing file (else EEXIST).
+ */
+#define HGCLOCK_EVENTS_LOCAL_CLOCK	(1U << 0)
+#define HGCLOCK_EVENTS_OVERWRITE	(1U << 1)
+
+/* Kinds of hgclock_event(): a point in time, or a slice's two ends. */
+#define HGCLOCK_EVENT_INSTANT		1
+#define HGCLOCK_EVENT_BEGIN		2
+#define HGCLOCK_EVENT_END		3
+
+/* Longest name and text of one event, in bytes. */
+#define HGCLOCK_EVENT_NAME_MAX		255
+#define HGCLOCK_EVENT_TEXT_MAX		1023
+
+/* An open event file.  Opaque. */
+struct hgclock_events;
+
+/*
+ * Creates the event file @path (mode 0644 less the umask; an existing
+ * file is an error, EEXIST, unless HGCLOCK_EVENTS_OVERWRITE) and writes
+ * its header.  @clk stamps the events and must stay open until
+ * hgclock_events_close().  Returns a handle, or NULL with errno set.
+ * One per process is enough: the handle may be used by every thread.
+ */
+struct hgclock_events *hgclock_events_open(struct hgclock_clock *clk, const char *path,
+					   unsigned int flags);
+
+/*
+ * Stamps the calling thread's event now, on the CPU it runs on, and
+ * appends it to the file's buffer: @kind HGCLOCK_EVENT_*, @name (1 to
+ * HGCLOCK_EVENT_NAME_MAX bytes: what happened, e.g. "request"), @text
+ * (NULL, or at most HGCLOCK_EVENT_TEXT_MAX bytes: details).  A BEGIN and
+ * the END that follows it on the same thread with the same name make a
+ * slice.  Returns 0, or -1 with errno set: EINVAL (kind, name or text),
+ * ENODATA/EAGAIN (no clock reading, as hgclock_clock_read()), EIO (an
+ * earlier write to the file failed: the file is incomplete).
+ * Thread-safe: the stamp and the append happen under the handle's lock,
+ * so the file is in stamp order.  Not async-signal-safe.
+ */
+int hgclock_event(struct hgclock_events *evs, unsigned int kind, const char *name,
+		  const char *text);
+
+/* Writes the buffered events to the file.  0, or -1 with errno set. */
+int hgclock_events_flush(struct hgclock_events *evs);
+
+/*
+ * Flushes, closes and frees @evs (may be NULL).  0, or -1 with errno set
+ * when any write to the file failed (the file is then incomplete).
+ */
+int hgclock_events_close(struct hgclock_events *evs);
 
 #ifdef __cplusplus
 }
