@@ -667,5 +667,41 @@ EOF
 	done
 fi
 
+# ---- application event files (merge --app / --guest-app) -------------------------
+# mkapp FILE CLOCK NODENAME TAIL: two records on CPU 0 (Documentation/library.rst's
+# format), then TAIL bytes of a third one.
+mkapp() {
+	python3 - "$@" <<'PY'
+import struct, sys
+path, clock, node, tail = sys.argv[1], int(sys.argv[2]), sys.argv[3].encode(), int(sys.argv[4])
+hdr = b"HGCLKEVT" + struct.pack("<IIIIII", 1, 128, clock, 0, 4242, 0)
+hdr += b"cliapp".ljust(16, b"\0") + node.ljust(72, b"\0") + bytes(8)
+def rec(kind, ts, name, text):
+    size = (24 + len(name) + len(text) + 7) & ~7
+    body = struct.pack("<HBBIQIHH", size, kind, 1, 0, ts, 77, len(name), len(text)) + name + text
+    return body.ljust(size, b"\0")
+recs = rec(2, 1000, b"req", b"one") + rec(3, 2000, b"req", b"one done")
+with open(path, "wb") as f:
+    f.write(hdr + recs + rec(1, 3000, b"tick", b"")[:tail])
+PY
+}
+mkapp app-host.hgev 2 hgclock-vm 20
+run -- merge merge.hgc host.dat guest.dat --app app-host.hgev -o app.txt
+expect merge_app_cut_short_said 0 'app-host.hgev: its last 20 bytes are a record cut short'
+if [ "$(grep -c ' app:req ' app.txt)" = 2 ] && grep -q '^host  *cliapp-77 *\[000\] .*app:req  *\[end\] one done$' app.txt; then
+	ok merge_app_lines
+else
+	not_ok merge_app_lines "$(grep app: app.txt | head -3 | tr '\n' '|')"
+fi
+mkapp app-guest.hgev 2 hgclock-vm 0
+run -- "${merge_in[@]}" --guest-app 0=app-guest.hgev -o app.txt
+expect merge_guest_app_from_host_refused 6 "app-guest.hgev: the application ran on the correlation file's host 'hgclock-vm'"
+mkapp app-perf.hgev 1 hgclock-vm 0
+run -- "${merge_in[@]}" --app app-perf.hgev -o app.txt
+expect merge_app_other_clock_refused 6 "app-perf.hgev: the application stamped its events with the 'perf' clock.*trace-cmd record -C perf"
+printf 'not events\n' >notapp.txt
+run -- "${merge_in[@]}" --app notapp.txt -o app.txt
+expect merge_app_not_an_event_file 6 'notapp.txt: not an hgclock application event file'
+
 echo "1..$n"
 [ "$failed" -eq 0 ]
