@@ -159,7 +159,13 @@ $(BUILD)/user/guest_main.o: user/guest_main.c user/hgclock.c include/uapi/linux/
 $(KSFT_HDR):
 	tools/ksft-headers.sh "$(KSFT_DIR)"
 
-selftests: $(SELFTESTS) $(UNIT_TESTS) $(BENCHES) $(NESTED_HELPERS)
+selftests: $(SELFTESTS) $(UNIT_TESTS) $(BENCHES) $(NESTED_HELPERS) $(BUILD)/selftests/hgclock-events
+
+# The application example, as the nested merge scenario runs it on both
+# sides (static: the guest's initramfs has only the tool's libraries).
+$(BUILD)/selftests/hgclock-events: tools/examples/hgclock-events.c $(LIB) $(SO_HDR)
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -Wall -Wextra -Werror -pthread -static -Iuser/lib/include -o $@ $< $(LIB)
 
 # Guest-side helpers of the nested tests: static, the guest has no libc.
 $(NESTED_HELPERS): $(BUILD)/selftests/%: selftests/nested/%.c

@@ -369,6 +369,8 @@ for series in $merge_kernels; do
 		# 0 and 1), so guest CPU, qemu's CPU number and KVM's vcpu_id
 		# all differ for guest CPU 1.
 		tools/vm/nested --kernel "$kver" --timeout 600 "${tc_files[@]}" \
+			--guest-file "$build/selftests/hgclock-events:bin/hgclock-events" \
+			--env HGCLOCK_APP_EVENTS="$(realpath -m "$build/selftests/hgclock-events")" \
 			--log-dir "$log_dir/$name.attempt$attempt.vm" \
 			--env HGCLOCK_NESTED_LOGS="$logs" \
 			--env HGCLOCK_GUEST_LIBVIRT="${HGCLOCK_MERGE_LIBVIRT:-1}" \

@@ -46,7 +46,14 @@ def main():
     tool, d = sys.argv[1], sys.argv[2]
     corr, host, guest = (os.path.join(d, f) for f in ("merge.hgc", "host.dat", "host-guest.dat"))
     txt, js = os.path.join(d, "merged.txt"), os.path.join(d, "merged.json")
-    p = subprocess.run([tool, "merge", corr, host, guest, "-o", txt, "--json", js, "--no-progress"],
+    # The applications' own events (merge-host.sh, merge-guest.sh), when they came.
+    happ, gapp = os.path.join(d, "host-app.hgev"), os.path.join(d, "guest-app.hgev")
+    apps = []
+    if os.path.exists(happ):
+        apps += ["--app", happ]
+    if os.path.exists(gapp):
+        apps += ["--guest-app", "0=" + gapp]
+    p = subprocess.run([tool, "merge", corr, host, guest, "-o", txt, "--json", js, "--no-progress"] + apps,
                        capture_output=True, text=True)
     print("# " + p.stderr.strip().replace("\n", "\n# "))
     tap(p.returncode == 0, "runs", "exit %d" % p.returncode)
@@ -81,8 +88,12 @@ def main():
     tid_vcpu = {}
     events = []
     guest = []
+    happ_ev, gapp_ev = [], []
     nhost = 0
     for e in trace["traceEvents"]:
+        if e.get("cat") == "app":
+            (happ_ev if e["pid"] == 1 else gapp_ev).append(e)
+            continue
         if e.get("ph") != "i":
             continue
         if e["pid"] == 1:
@@ -153,6 +164,7 @@ def main():
         "%d guest events between their vCPU's kvm_entry and kvm_exit, %d outside" % (inside, outside))
     tap(cpu_bad == 0 and cpu_ok > 0, "host_cpu_matches_kvm_entry",
         "%d guest events on the host CPU of their kvm_entry, %d not" % (cpu_ok, cpu_bad))
+    app_placement(apps, happ_ev, gapp_ev, apic, kvm, keys)
 
     # The text timeline: one line per event (plus drop notices), host order.
     last, lines, back = 0, 0, 0
@@ -167,7 +179,7 @@ def main():
             if v < last:
                 back += 1
             last = max(last, v)
-    nev = sum(1 for e in trace["traceEvents"] if e.get("ph") == "i")
+    nev = sum(1 for e in trace["traceEvents"] if e.get("ph") == "i" or e.get("cat") == "app")
     tap(lines == nev, "text_has_every_event", "%d text lines, %d JSON events" % (lines, nev))
     tap(back == 0, "text_in_host_order", "%d lines earlier than the one before" % back)
     marker_placement(tool, corr, d, guest)
@@ -182,6 +194,58 @@ def main():
                     and "EVENTS DROPPED" not in l)
         tap(r.returncode == 0 and count == want, "no_event_lost_" + name,
             "trace-cmd report: %d events, hgclock merge: %d" % (count, want))
+
+
+def app_placement(apps, happ_ev, gapp_ev, apic, kvm, keys):
+    """The applications' events (hgclock_events_open(3), the example
+    program on both sides): there, every guest one mapped, and each in
+    guest mode on the host CPU of its vCPU's kvm_entry as the trace's
+    events are; every thread's slices begin and end in turn."""
+    import bisect
+    if "--app" not in apps or "--guest-app" not in apps:
+        tap(False, "app_events", "no application event file came back (%s)" % " ".join(apps))
+        return
+    tap(len(happ_ev) > 0 and len(gapp_ev) > 0, "app_events",
+        "%d host and %d guest application events" % (len(happ_ev), len(gapp_ev)))
+    # The application ran longer than the recording: its events before
+    # the first and after the last mapping are unmapped, none between.
+    mapped = [e for e in gapp_ev if e["args"].get("mapping") not in (None, "none")]
+    raw = [int(e["args"]["guest_ts"]) for e in mapped]
+    gaps = [e for e in gapp_ev if e["args"].get("mapping") in (None, "none") and raw and
+            min(raw) < int(e["args"]["guest_ts"]) < max(raw)]
+    exact = sum(1 for e in mapped if e["args"]["mapping"] == "kvm-exact")
+    inside = outside = cpu_bad = edge = 0
+    for e in mapped:
+        v, t = apic.get(e["args"]["vcpu"], e["args"]["vcpu"]), ns(e["ts"])
+        i = bisect.bisect_right(keys.get(v, []), t) - 1
+        if v not in keys or i < 0 or i + 1 >= len(keys[v]):
+            edge += 1
+            continue
+        ts0, entry, cpu = kvm[v][i]
+        entry1 = kvm[v][i + 1][1]
+        if entry and not entry1:
+            inside += 1
+            cpu_bad += e["args"]["host_cpu"] != cpu
+        else:
+            outside += 1
+    tap(not gaps and exact == len(mapped) and inside > 0 and outside == 0 and cpu_bad == 0,
+        "app_guest_events_in_guest_mode",
+        "%d of %d guest application events mapped (%d kvm-exact, %d unmapped within the "
+        "mapped span); of those in the host trace's span %d in guest mode on their "
+        "kvm_entry's host CPU, %d outside, %d on another CPU (%d at the edges)" %
+        (len(mapped), len(gapp_ev), exact, len(gaps), inside, outside, cpu_bad, edge))
+    bad = 0
+    for evs in (happ_ev, gapp_ev):
+        depth = {}
+        for e in sorted(evs, key=lambda x: ns(x["ts"])):
+            k = (e["pid"], e["tid"])
+            if e["ph"] == "B":
+                bad += depth.get(k, 0) != 0
+                depth[k] = 1
+            elif e["ph"] == "E":
+                bad += depth.get(k, 0) != 1
+                depth[k] = 0
+    tap(bad == 0, "app_slices_nest", "%d begin/end out of turn" % bad)
 
 
 def marker_placement(tool, corr, d, guest_events):

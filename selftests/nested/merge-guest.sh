@@ -22,11 +22,29 @@ guest_sleepers 0.01
 # counted.
 hgclock pairmark --interval 200 >/tmp/pairmark.log 2>&1 &
 pairmark=$!
+# An application's own events (tools/examples/hgclock-events.c, through
+# libhgclock's public clock) in ftrace's local clock, as the traces: the
+# merge checks place them as they place the trace's events.  Slow (two
+# slices a second per thread): the file goes to the host on the console.
+app=
+if [ -x /bin/hgclock-events ]; then
+	hgclock-events -l -i 500 /tmp/app.hgev 900 >/tmp/app.log 2>&1 &
+	app=$!
+fi
 echo "GUEST-WAITING"
 host_wait DONE || exit 1
 kill $agent $tcagent $pairmark 2>/dev/null
 wait $agent
 wait $pairmark
+if [ -n "$app" ]; then
+	kill -TERM $app
+	wait $app
+	echo "guest: app exit $? $(cat /tmp/app.log)"
+	# gzip and base64 between two markers: merge-host.sh takes it off the console.
+	echo "APP-EVENTS-BEGIN"
+	gzip -c /tmp/app.hgev | base64
+	echo "APP-EVENTS-END"
+fi
 sed 's/^/guest: agent: /' /tmp/agent.log | tail -n 3
 sed 's/^/guest: pairmark: /' /tmp/pairmark.log | tail -n 3
 echo "guest: done"

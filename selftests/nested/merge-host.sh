@@ -19,7 +19,7 @@ host_events=${HGCLOCK_MERGE_HOST_EVENTS:--e kvm:kvm_entry -e kvm:kvm_exit -e sch
 guest_events=${HGCLOCK_MERGE_GUEST_EVENTS:--e sched:sched_switch -e sched:sched_wakeup}
 move_ms=${HGCLOCK_MERGE_MOVE_MS:-300}
 rm -f "$out"/merge.hgc "$out"/host.dat "$out"/host-guest.dat "$out"/libvirt.tap "$out"/guest-apic \
-	"$out"/merged-record.txt
+	"$out"/merged-record.txt "$out"/host-app.hgev "$out"/guest-app.hgev
 # With HGCLOCK_GUEST_LIBVIRT=1 (make check) the guest is a libvirt domain
 # (tools/vm/nested-libvirt.sh) and record finds it by name, from what
 # libvirt wrote; the facts that takes are TAP lines in libvirt.tap, which
@@ -67,6 +67,14 @@ rm -f /tmp/stop-moving
 ) &
 mover=$!
 
+# A host application's events during the recording (the guest runs one
+# too: merge-guest.sh), local clock as the traces.
+app=
+if [ -x "$HGCLOCK_APP_EVENTS" ]; then
+	"$HGCLOCK_APP_EVENTS" -l -i 100 "$out/host-app.hgev" 900 >/tmp/app.log 2>&1 &
+	app=$!
+fi
+
 # One command, as README's quick start: record for the life of
 # trace-cmd record -A, then merge what it wrote (host.dat, and the
 # guest's host-guest.dat found by the VM's name) into merged-record.txt.
@@ -79,6 +87,11 @@ mover=$!
 rc=$?
 touch /tmp/stop-moving
 wait $mover
+if [ -n "$app" ]; then
+	kill -TERM "$app"
+	wait "$app"
+	echo "merge: host app exit $? $(cat /tmp/app.log)"
+fi
 echo "merge: record -- trace-cmd record exit $rc, vCPU moves $(cat /tmp/moves 2>/dev/null)"
 tail -n 4 "$out/trace-cmd.log"
 sed 's/^/# record: /' "$out/record.err" | tail -n 5
@@ -96,7 +109,15 @@ if [ "$spec" = domain:guest ]; then
 		grep -q '^g0 v1 .* kvm-exact}' '$out/merged-record.txt'"
 fi
 guest_send DONE
-guest_wait "guest: done" 60 >/dev/null
+guest_wait "guest: done" 120 >/dev/null
+# The guest application's file, from the console (merge-guest.sh).
+if grep -aq '^APP-EVENTS-END' "$HGCLOCK_GUEST_CONSOLE"; then
+	tr -d '\r' <"$HGCLOCK_GUEST_CONSOLE" |
+		sed -n '/^APP-EVENTS-BEGIN$/,/^APP-EVENTS-END$/p' | grep -E '^[A-Za-z0-9+/=]+$' |
+		base64 -d | gunzip >"$out/guest-app.hgev" ||
+		echo "merge: the guest app's file did not come through the console"
+fi
+grep -a '^guest: app exit' "$HGCLOCK_GUEST_CONSOLE" | tr -d '\r' | sed 's/^/merge: /'
 hold_release
 ls -l "$out"/merge.hgc "$out"/host.dat "$out"/host-guest.dat 2>&1 | sed 's/^/merge: /'
 [ $tc -eq 0 ] && [ $rc -eq 0 ]

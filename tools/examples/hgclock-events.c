@@ -6,40 +6,67 @@
  *
  *	cc -pthread -o hgclock-events hgclock-events.c $(pkg-config --cflags --libs hgclock)
  *
- *	hgclock-events FILE [UNITS [local]]
+ *	hgclock-events [-l] [-i MS] FILE [SECONDS]
  *
- * Two threads each do UNITS (default 10) units of work; each unit is a
- * "unit" slice (a BEGIN and an END event) with its number as text, and
- * between units an instant "tick".  With "local", the events are in
- * ftrace's local clock (trace-cmd's default) instead of perf's.
+ * Two threads each do a unit of work every MS milliseconds (default 10)
+ * for SECONDS (default 1) or until SIGINT or SIGTERM: each unit is a
+ * "unit" slice (a BEGIN and an END event) with its thread and number as
+ * text, followed by an instant "tick".  The file is flushed about every
+ * second, so that a kill -9 loses at most that.  With -l, the events are
+ * in ftrace's local clock (trace-cmd's default) instead of perf's.
  * Exits 0, or 1 with the reason on standard error; FILE must not exist.
  */
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <hgclock/hgclock.h>
 
 static struct hgclock_events *evs;
-static int units = 10;
+static volatile sig_atomic_t stop;
+static struct timespec end;
+static long interval_ms = 10;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	stop = 1;
+}
+
+static int past_end(void)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return now.tv_sec > end.tv_sec ||
+	       (now.tv_sec == end.tv_sec && now.tv_nsec >= end.tv_nsec);
+}
 
 static void *worker(void *arg)
 {
+	const struct timespec pause = { interval_ms / 1000, interval_ms % 1000 * 1000000 };
 	volatile unsigned long spin;
 	char text[64];
-	int i;
+	long unit;
 
-	for (i = 0; i < units; i++) {
-		snprintf(text, sizeof(text), "thread %ld unit %d", (long)(size_t)arg, i);
+	for (unit = 0; !stop && !past_end(); unit++) {
+		snprintf(text, sizeof(text), "thread %ld unit %ld", (long)(size_t)arg, unit);
 		if (hgclock_event(evs, HGCLOCK_EVENT_BEGIN, "unit", text))
 			return (void *)(size_t)errno;	/* errno is this thread's */
-		for (spin = 0; spin < 200000; spin++)
+		for (spin = 0; spin < 20000; spin++)
 			;
 		if (hgclock_event(evs, HGCLOCK_EVENT_END, "unit", text) ||
 		    hgclock_event(evs, HGCLOCK_EVENT_INSTANT, "tick", NULL))
 			return (void *)(size_t)errno;
+		/* About once a second, by thread 0: what is recorded survives a crash. */
+		if (!arg && unit % (1000 / interval_ms + 1) == 0 && hgclock_events_flush(evs))
+			return (void *)(size_t)errno;
+		nanosleep(&pause, NULL);
 	}
 	return NULL;
 }
@@ -48,26 +75,38 @@ int main(int argc, char **argv)
 {
 	unsigned int flags = 0;
 	struct hgclock_clock *clk;
+	struct sigaction sa;
 	pthread_t threads[2];
 	void *failed[2] = { NULL, NULL };
 	int err = 0, i;
 
-	if (argc < 2 || argc > 4) {
-		fprintf(stderr, "usage: hgclock-events FILE [UNITS [local]]\n");
+	while ((i = getopt(argc, argv, "li:")) != -1) {
+		if (i == 'l')
+			flags |= HGCLOCK_EVENTS_LOCAL_CLOCK;
+		else if (i == 'i' && atol(optarg) > 0 && atol(optarg) <= 60000)
+			interval_ms = atol(optarg);
+		else
+			optind = argc + 1;	/* usage */
+	}
+	if (optind >= argc || argc - optind > 2) {
+		fprintf(stderr, "usage: hgclock-events [-l] [-i MS] FILE [SECONDS]\n");
 		return 1;
 	}
-	if (argc > 2)
-		units = atoi(argv[2]);
-	if (argc > 3 && !strcmp(argv[3], "local"))
-		flags |= HGCLOCK_EVENTS_LOCAL_CLOCK;
+	clock_gettime(CLOCK_MONOTONIC, &end);
+	end.tv_sec += optind + 1 < argc ? atoi(argv[optind + 1]) : 1;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+
 	clk = hgclock_clock_open(NULL, 0);
 	if (!clk) {
 		fprintf(stderr, "hgclock-events: %s\n", hgclock_clock_strerror(errno));
 		return 1;
 	}
-	evs = hgclock_events_open(clk, argv[1], flags);
+	evs = hgclock_events_open(clk, argv[optind], flags);
 	if (!evs) {
-		fprintf(stderr, "hgclock-events: %s: %s\n", argv[1],
+		fprintf(stderr, "hgclock-events: %s: %s\n", argv[optind],
 			errno == EEXIST || errno == EINVAL ? hgclock_clock_strerror(errno) :
 			strerror(errno));
 		hgclock_clock_close(clk);
@@ -86,7 +125,7 @@ int main(int argc, char **argv)
 			hgclock_clock_strerror(err));
 	}
 	if (hgclock_events_close(evs)) {
-		fprintf(stderr, "hgclock-events: %s: %s\n", argv[1], strerror(errno));
+		fprintf(stderr, "hgclock-events: %s: %s\n", argv[optind], strerror(errno));
 		err = 1;
 	}
 	hgclock_clock_close(clk);
