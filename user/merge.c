@@ -507,6 +507,26 @@ static uint64_t bound_to_tsc(const struct hgsync *s, uint64_t ns)
 	return ns * khz / 1000000 + 1;
 }
 
+/*
+ * Host value @v of clock @from in the timeline's clock @to.  On a host
+ * CPU both are functions of one TSC value through that CPU's conversion
+ * (perf = local + the CPU's local_clock offset): the TSC is found and
+ * converted again, exactly where both conversions are known.  0, or -1.
+ */
+static int host_clock_convert(const struct hgsync *s, int cpu, uint32_t from, uint32_t to,
+			      uint64_t v, uint64_t *out)
+{
+	uint64_t tsc;
+
+	if (from == to) {
+		*out = v;
+		return 0;
+	}
+	if (hgsync_host_to_tsc(s, cpu, from, v, &tsc))
+		return -1;
+	return hgsync_host_from_tsc(s, cpu, to, tsc, out) ? -1 : 0;
+}
+
 static void annotate_guest(struct hgm *m, struct hgm_stream *st)
 {
 	struct hgm_event *ev = &st->ev;
@@ -516,6 +536,15 @@ static void annotate_guest(struct hgm *m, struct hgm_stream *st)
 
 	ret = hgsync_to_host_by(m->sync, (uint32_t)st->in->guest, st->cpu, st->in->clock,
 				ev->raw_ts, m->opt.method, &r);
+	/*
+	 * An application's clock may differ from the traces': its host
+	 * value comes from the same host TSC in the timeline's clock.
+	 */
+	if (!ret && st->in->clock != m->host_clock &&
+	    (!r.host_tsc ||
+	     hgsync_host_from_tsc(m->sync, r.host_cpu >= 0 ? r.host_cpu : 0, m->host_clock,
+				  r.host_tsc, &r.host_value)))
+		ret = -ENODATA;
 	ev->host_cpu = -1;
 	ev->host_tid = -1;
 	if (ret) {
@@ -588,9 +617,17 @@ static bool app_stream_next(struct hgm *m, struct hgm_stream *st)
 	ev->cpu = st->cpu;
 	ev->raw_ts = st->app_rec->ts;
 	if (st->in->guest < 0) {
-		ev->host_ts = ev->raw_ts;
 		ev->host_cpu = st->cpu;
 		ev->host_tid = -1;
+		if (host_clock_convert(m->sync, st->cpu, st->in->clock, m->host_clock, ev->raw_ts,
+				       &ev->host_ts)) {
+			/* As a guest event without mapping: kept, in its stream's place. */
+			ev->flags |= HGM_EV_UNMAPPED;
+			ev->host_ts = st->last_host_ts;
+			st->in->nr_unmapped++;
+		} else {
+			st->last_host_ts = ev->host_ts;
+		}
 	} else {
 		annotate_guest(m, st);
 	}
@@ -665,8 +702,15 @@ int hgm_start(struct hgm *m, const struct hgsync *sync, const struct hgm_options
 		set_err(err, err_len, "no trace.dat input");
 		return -1;
 	}
-	/* One clock for all: the mapping converts a guest clock to the host's same clock. */
+	/*
+	 * One clock for all traces: the mapping converts a guest clock to the
+	 * host's same clock.  The timeline's is theirs (the first trace's, or
+	 * the first application's when there is no trace).
+	 */
 	m->host_clock = m->in[0].clock;
+	for (int i = m->nr_in - 1; i >= 0; i--)
+		if (!m->in[i].app)
+			m->host_clock = m->in[i].clock;
 	for (int i = 0; i < m->nr_in; i++) {
 		struct hgm_input *in = &m->in[i];
 
@@ -696,19 +740,8 @@ int hgm_start(struct hgm *m, const struct hgsync *sync, const struct hgm_options
 				return -1;
 			}
 		}
-		if (in->clock != m->host_clock && (in->app || m->in[0].app)) {
-			const struct hgm_input *a = in->app ? in : &m->in[0];
-			const struct hgm_input *t = in->app ? &m->in[0] : in;
-
-			set_err(err, err_len,
-				"%s: the application stamped its events with the '%s' clock but "
-				"%s uses '%s': record the traces with trace-cmd record -C %s, or "
-				"open the events %s HGCLOCK_EVENTS_LOCAL_CLOCK", a->path,
-				a->clock_name, t->path, t->clock_name, a->clock_name,
-				a->clock == HGSYNC_CLOCK_SCHED ? "without" : "with");
-			return -1;
-		}
-		if (in->clock != m->host_clock) {
+		/* Applications' clocks are converted (host_clock_convert()). */
+		if (in->clock != m->host_clock && !in->app) {
 			set_err(err, err_len,
 				"%s uses the '%s' trace clock but %s uses '%s': record host and "
 				"guests with the same clock (trace-cmd record -C)", in->path,

@@ -23,12 +23,13 @@ guest_sleepers 0.01
 hgclock pairmark --interval 200 >/tmp/pairmark.log 2>&1 &
 pairmark=$!
 # An application's own events (tools/examples/hgclock-events.c, through
-# libhgclock's public clock) in ftrace's local clock, as the traces: the
-# merge checks place them as they place the trace's events.  Slow (two
+# libhgclock's public clock) in perf's clock (the host's application uses
+# the traces' local clock): the merge checks place them as they place the
+# trace's events.  Slow (two
 # slices a second per thread): the file goes to the host on the console.
 app=
 if [ -x /bin/hgclock-events ]; then
-	hgclock-events -l -i 500 /tmp/app.hgev 900 >/tmp/app.log 2>&1 &
+	hgclock-events -i 500 /tmp/app.hgev 900 >/tmp/app.log 2>&1 &
 	app=$!
 fi
 echo "GUEST-WAITING"
