@@ -48,7 +48,7 @@ TOOL_SRCS := user/hgclock.c user/util.c user/output.c user/json.c \
 # Input parsing and plot axes, also unit-tested (test_lib)
 TOOL_SRCS += user/vcpu_lines.c user/plot_axis.c
 # Finding a guest's VM (record --guest domain:NAME), unit-tested (test_vmfind)
-TOOL_SRCS += user/vmfind.c
+TOOL_SRCS += user/vmfind.c user/perf_in.c
 # pairmark (guest side) and reading its markers from a guest trace.dat (host side)
 TOOL_SRCS += user/cmd_pairmark.c user/markpair_trace.c
 LIB := $(BUILD)/user/libhgclock.a
@@ -204,16 +204,17 @@ $(BUILD)/unit/test_manyguests: selftests/unit/test_manyguests.c $(LIB) $(KSFT_HD
 
 # Real recordings (selftests/data/capture.sh), unpacked next to the test.
 MERGE_DATA := $(BUILD)/unit/data/merge.hgc $(BUILD)/unit/data/host.dat \
-	$(BUILD)/unit/data/guest.dat
+	$(BUILD)/unit/data/guest.dat $(BUILD)/unit/data/perf-sample.data
 $(BUILD)/unit/data/%: selftests/data/%.xz
 	@mkdir -p $(dir $@)
 	xz -dc $< >$@.tmp && mv $@.tmp $@
 
 $(BUILD)/unit/test_merge: selftests/unit/test_merge.c user/merge.c user/merge_out.c user/merge_par.c \
+		user/perf_in.c user/perf_in.h \
 		user/json.c user/merge.h selftests/unit/gen.h $(LIB) $(KSFT_HDR) $(MERGE_DATA)
 	@mkdir -p $(dir $@)
 	$(CC) $(SELFTEST_CFLAGS) $(TRACECMD_CFLAGS) -o $@ selftests/unit/test_merge.c user/merge.c \
-		user/merge_out.c user/merge_par.c user/json.c $(LIB) $(TRACECMD_LIBS) $(ZSTD_LIBS) \
+		user/merge_out.c user/merge_par.c user/json.c user/perf_in.c $(LIB) $(TRACECMD_LIBS) $(ZSTD_LIBS) \
 		-lpthread -lm
 
 # The tool's command line against the recording and the docs (a script;

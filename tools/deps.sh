@@ -19,7 +19,8 @@ dkms python3-docutils
 debhelper dh-dkms lintian
 flex bison bc libelf-dev libssl-dev
 sparse
-libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients"
+libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients
+linux-perf"
 
 prog=${0##*/}
 

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +27,7 @@
 #include "markpair.h"
 #include "merge.h"
 #include "output.h"
+#include "perf_in.h"
 
 /* Exported by libtracecmd 3.x, declared only in its private header (merge.c). */
 const char *tracecmd_get_uname(struct tracecmd_input *handle);
@@ -93,6 +95,7 @@ static void merge_usage(FILE *out)
 	fprintf(out,
 		"usage: hgclock merge CORR [HOST.dat [GUEST.dat...]] [--host FILE]\n"
 		"                     [--guest [ID=]FILE]... [--app FILE]... [--guest-app [ID=]FILE]...\n"
+		"                     [--perf FILE]... [--guest-perf [ID=]FILE]...\n"
 		"                     [-o FILE] [--json FILE] [--no-text]\n"
 		"                     [--method auto|kvm-exact|exit|probe|marker] [--recompute]\n"
 		"                     [--threads N]\n"
@@ -105,6 +108,10 @@ static void merge_usage(FILE *out)
 		"                      the next one)\n"
 		"  --app FILE          a host application's events (hgclock_events_open(3))\n"
 		"  --guest-app [ID=]FILE  an application's events in guest ID (default 0)\n"
+		"  --perf FILE         the host's perf record samples (perf.data, or perf script\n"
+		"                      -F comm,tid,cpu,time,event,ip,sym,dso --ns output)\n"
+		"  --guest-perf [ID=]FILE  guest ID's perf samples (best: that perf script output,\n"
+		"                      made in the guest, where its symbols are)\n"
 		"  -o, --output FILE   the text timeline (default: standard output)\n"
 		"  --json FILE         a Chrome/Perfetto JSON trace (ui.perfetto.dev)\n"
 		"  --no-text           no text timeline\n"
@@ -223,6 +230,7 @@ static int merge_one_thread(const struct hgm_par *par, struct hgm_par_result *re
 	for (int i = 0; i < m.nr_in; i++) {
 		res->in[i].guest = m.in[i].guest;
 		res->in[i].app = m.in[i].app;
+		res->in[i].perf = m.in[i].perf;
 		res->in[i].app_tail_bytes = m.in[i].app_tail_bytes;
 		res->in[i].nr_events = m.in[i].nr_events;
 		res->in[i].nr_unmapped = m.in[i].nr_unmapped;
@@ -529,6 +537,60 @@ static int check_claims(const struct hgsync *s, const void *buf, size_t len,
 	return ret;
 }
 
+/*
+ * The perf inputs, decoded into application event files in $TMPDIR
+ * (perf_in.c), whose paths go to @tmp (one per input, "" for others;
+ * the caller unlinks them).  A perf.data's host name is checked as a
+ * trace's uname is; a guest's perf.data decoded here has the symbols of
+ * this machine, which is said.  HGCLOCK_EXIT_OK, or an exit status (said).
+ */
+static int convert_perf(struct hgm_input_spec *in, int n, char (*tmp)[PATH_MAX],
+			const char *corr_host, bool force, bool quiet)
+{
+	const char *tmpdir = getenv("TMPDIR");
+
+	if (!tmpdir || !*tmpdir)
+		tmpdir = "/tmp";
+	for (int i = 0; i < n; i++) {
+		struct hg_perf_stats st;
+		char err[600];
+
+		tmp[i][0] = '\0';
+		if (!in[i].perf)
+			continue;
+		if (hg_perf_to_events(in[i].path, tmpdir, tmp[i], PATH_MAX, &st, err, sizeof(err))) {
+			tmp[i][0] = '\0';
+			hg_err("%s", err);
+			return HGCLOCK_EXIT_BAD_INPUT;
+		}
+		in[i].open_path = tmp[i];
+		if (st.host[0] && corr_host[0] &&
+		    (in[i].guest < 0) != !strcmp(st.host, corr_host)) {
+			if (in[i].guest < 0)
+				hg_err("%s%s: perf recorded it on '%s', but the correlation file's host "
+				       "is '%s'%s", force ? "warning: " : "", in[i].path, st.host,
+				       corr_host, force ? "" : " (--force merges anyway)");
+			else
+				hg_err("%s%s: perf recorded it on the correlation file's host '%s', "
+				       "not in guest %d%s", force ? "warning: " : "", in[i].path,
+				       st.host, in[i].guest, force ? "" : " (--force merges anyway)");
+			if (!force)
+				return HGCLOCK_EXIT_BAD_INPUT;
+		}
+		if (in[i].guest >= 0 && st.decoded && !quiet)
+			hg_err("%s: a guest's perf.data decoded on this machine: its symbols are this "
+			       "machine's, not the guest's (run perf script -F comm,tid,cpu,time,event,"
+			       "ip,sym,dso --ns in the guest and give its output instead)", in[i].path);
+		if (st.nr_bad || st.nr_unordered)
+			hg_err("warning: %s: %" PRIu64 " lines not perf samples (first: %s), %" PRIu64
+			       " samples earlier than their CPU's previous one: left out", in[i].path,
+			       st.nr_bad, st.nr_bad ? st.first_bad : "-", st.nr_unordered);
+		if (!st.nr_samples && !quiet)
+			hg_err("%s: no samples", in[i].path);
+	}
+	return HGCLOCK_EXIT_OK;
+}
+
 int cmd_merge(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -536,6 +598,8 @@ int cmd_merge(int argc, char **argv)
 		{ "guest", required_argument, NULL, 'g' },
 		{ "app", required_argument, NULL, 'a' },
 		{ "guest-app", required_argument, NULL, 'A' },
+		{ "perf", required_argument, NULL, 'e' },
+		{ "guest-perf", required_argument, NULL, 'E' },
 		{ "output", required_argument, NULL, 'o' },
 		{ "json", required_argument, NULL, 'j' },
 		{ "no-text", no_argument, NULL, 'T' },
@@ -553,6 +617,7 @@ int cmd_merge(int argc, char **argv)
 	const char *guest_specs[HGSYNC_MAX_GUESTS];
 	struct hgm_input_spec app_specs[HGM_MAX_APPS];
 	int nr_app_specs = 0;
+	char (*perf_tmp)[PATH_MAX] = NULL;
 	struct hgm_par par = { 0 };
 	struct hgm_par_result res;
 	struct hgsync s;
@@ -582,18 +647,23 @@ int cmd_merge(int argc, char **argv)
 			break;
 		case 'a':
 		case 'A':
+		case 'e':
+		case 'E':
 			if (nr_app_specs == HGM_MAX_APPS) {
-				hg_err("too many application event files (at most %d)", HGM_MAX_APPS);
+				hg_err("too many application event and perf files (at most %d)",
+				       HGM_MAX_APPS);
 				return HGCLOCK_EXIT_USAGE;
 			}
-			if (c == 'a') {
-				app_specs[nr_app_specs] = (struct hgm_input_spec){ optarg, -1, true };
+			if (c == 'a' || c == 'e') {
+				app_specs[nr_app_specs] = (struct hgm_input_spec){ .path = optarg,
+										   .guest = -1 };
 			} else {
 				int first = 0;
 
 				hgm_guest_spec(optarg, &first, &app_specs[nr_app_specs]);
-				app_specs[nr_app_specs].app = true;
 			}
+			app_specs[nr_app_specs].app = true;
+			app_specs[nr_app_specs].perf = c == 'e' || c == 'E';
 			nr_app_specs++;
 			break;
 		case 'o':
@@ -650,13 +720,13 @@ int cmd_merge(int argc, char **argv)
 	if (optind < argc && !host_path)
 		host_path = argv[optind++];
 	if (host_path)
-		inputs[par.nr_inputs++] = (struct hgm_input_spec){ host_path, -1, false };
+		inputs[par.nr_inputs++] = (struct hgm_input_spec){ .path = host_path, .guest = -1 };
 	for (; optind < argc; optind++) {
 		if (par.nr_inputs == HGM_MAX_INPUTS) {
 			hg_err("too many inputs");
 			return HGCLOCK_EXIT_USAGE;
 		}
-		inputs[par.nr_inputs++] = (struct hgm_input_spec){ argv[optind], next_guest++, false };
+		inputs[par.nr_inputs++] = (struct hgm_input_spec){ .path = argv[optind], .guest = next_guest++ };
 	}
 	for (int i = 0; i < nr_guest_specs; i++) {
 		if (par.nr_inputs == HGM_MAX_INPUTS) {
@@ -705,6 +775,20 @@ int cmd_merge(int argc, char **argv)
 	ret = check_claims(&s, buf, len, inputs, par.nr_inputs, force, quiet, corr);
 	if (ret)
 		goto out;
+	if (nr_app_specs) {
+		char host[256];
+
+		perf_tmp = calloc(HGM_MAX_INPUTS, sizeof(*perf_tmp));
+		if (!perf_tmp) {
+			hg_err("out of memory");
+			ret = HGCLOCK_EXIT_FAILURE;
+			goto out;
+		}
+		corr_host_name(buf, len, host, sizeof(host));
+		ret = convert_perf(inputs, par.nr_inputs, perf_tmp, host, force, quiet);
+		if (ret)
+			goto out;
+	}
 	/*
 	 * Which vCPU thread and host CPU a guest CPU's events get depends on
 	 * the vCPU identity (sync.rst): a doubtful one is said even with -q,
@@ -781,5 +865,9 @@ out:
 		hg_output_abort(&jo);
 	hgsync_free(&s);
 	hg_unmap_file(buf, len);
+	for (int i = 0; perf_tmp && i < par.nr_inputs; i++)
+		if (perf_tmp[i][0])
+			unlink(perf_tmp[i]);
+	free(perf_tmp);
 	return ret;
 }

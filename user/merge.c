@@ -403,7 +403,8 @@ static int check_app_file(struct hgm_input *in, FILE *f, char *err, size_t err_l
 	return 0;
 }
 
-static int add_app_input(struct hgm *m, const char *path, int guest, char *err, size_t err_len)
+static int add_app_input(struct hgm *m, const char *path, const char *open_path, bool perf,
+			 int guest, char *err, size_t err_len)
 {
 	struct hgm_input *in;
 	struct hgev_header h;
@@ -416,9 +417,11 @@ static int add_app_input(struct hgm *m, const char *path, int guest, char *err, 
 	in = &m->in[m->nr_in];
 	memset(in, 0, sizeof(*in));
 	in->path = path;
+	in->open_path = open_path;
 	in->guest = guest;
 	in->app = true;
-	f = fopen(path, "rbe");
+	in->perf = perf;
+	f = fopen(open_path, "rbe");
 	if (!f) {
 		set_err(err, err_len, "%s: %s", path, strerror(errno));
 		return HGM_E_INPUT;
@@ -448,9 +451,10 @@ static int add_app_input(struct hgm *m, const char *path, int guest, char *err, 
 	return 0;
 }
 
-int hgm_add_app_input(struct hgm *m, const char *path, int guest, char *err, size_t err_len)
+static int add_app_spec(struct hgm *m, const char *path, const char *open_path, bool perf,
+			int guest, char *err, size_t err_len)
 {
-	int ret = add_app_input(m, path, guest, err, err_len);
+	int ret = add_app_input(m, path, open_path, perf, guest, err, err_len);
 
 	if (ret && !m->nr_in) {
 		free(m->in);
@@ -460,10 +464,17 @@ int hgm_add_app_input(struct hgm *m, const char *path, int guest, char *err, siz
 	return ret;
 }
 
+int hgm_add_app_input(struct hgm *m, const char *path, int guest, char *err, size_t err_len)
+{
+	return add_app_spec(m, path, path, false, guest, err, err_len);
+}
+
 int hgm_add_spec(struct hgm *m, const struct hgm_input_spec *in, char *err, size_t err_len)
 {
-	return in->app ? hgm_add_app_input(m, in->path, in->guest, err, err_len)
-		       : hgm_add_input(m, in->path, in->guest, err, err_len);
+	if (in->app)
+		return add_app_spec(m, in->path, in->open_path ? in->open_path : in->path, in->perf,
+				    in->guest, err, err_len);
+	return hgm_add_input(m, in->path, in->guest, err, err_len);
 }
 
 /* ---- the heap ---- */
@@ -785,7 +796,7 @@ int hgm_start(struct hgm *m, const struct hgsync *sync, const struct hgm_options
 				char why[256];
 
 				st->app_rec = malloc(sizeof(*st->app_rec));
-				st->app_f = fopen(st->in->path, "rbe");
+				st->app_f = fopen(st->in->open_path, "rbe");
 				if (!st->app_rec || !st->app_f) {
 					set_err(err, err_len, "%s: %s", st->in->path,
 						strerror(errno));

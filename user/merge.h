@@ -56,6 +56,8 @@ struct hgm_input {
 	uint64_t nr_events, nr_unmapped, nr_no_cpu, nr_dropped;
 	/* application event files only: */
 	bool app;
+	bool perf;			/* perf samples (perf_in.c): name is the comm */
+	const char *open_path;		/* the file read (path: the one named to the user) */
 	char app_comm[17];		/* the process's name, from the header */
 	char app_nodename[73];		/* the machine's, from the header */
 	uint32_t app_pid;
@@ -221,6 +223,8 @@ struct hgm_input_spec {
 	const char *path;
 	int guest;		/* -1: the host */
 	bool app;		/* an application event file, not a trace.dat */
+	bool perf;		/* ... converted from perf samples (perf_in.c) */
+	const char *open_path;	/* app: the file to read, when not @path (NULL) */
 };
 
 /*
@@ -248,7 +252,7 @@ struct hgm_par_result {
 	uint64_t max_bound_ns;
 	struct {
 		int guest;
-		bool app;
+		bool app, perf;
 		uint64_t nr_events, nr_unmapped, nr_no_cpu, nr_dropped;
 		uint64_t app_tail_bytes;
 	} in[HGM_MAX_INPUTS];

@@ -29,8 +29,33 @@ static const char *event_info(struct trace_seq *seq, const struct hgm_event *ev)
 	return seq->buffer;
 }
 
+/*
+ * A perf sample (perf_in.c) is a record whose name is the sample's comm
+ * and whose text is "EVENT IP SYM (DSO)": the event, and where.
+ */
+static const char *perf_where(const struct hgev_rec *r)
+{
+	const char *sp = strchr(r->text, ' ');
+
+	return sp ? sp + 1 : "";
+}
+
+static void perf_event_name(const struct hgev_rec *r, char *buf, size_t len)
+{
+	size_t n = strcspn(r->text, " ");
+
+	snprintf(buf, len, "%.*s", (int)(n < len ? n : len - 1), r->text);
+}
+
 static const char *event_name(const struct hgm_event *ev, char *buf, size_t len)
 {
+	if (ev->app && ev->in->perf) {
+		char name[64];
+
+		perf_event_name(ev->app, name, sizeof(name));
+		snprintf(buf, len, "perf:%s", name);
+		return buf;
+	}
 	if (ev->app) {
 		snprintf(buf, len, "app:%s", ev->app->name);
 		return buf;
@@ -139,10 +164,13 @@ void hgm_text_free(struct hgm_text *t)
  * the info, the process's name and the thread's id where a trace event
  * has its task's.
  */
-static const char *app_info(struct trace_seq *seq, const struct hgev_rec *r)
+static const char *app_info(struct trace_seq *seq, const struct hgm_event *ev)
 {
 	static const char *const kind[] = { "", "", "[begin] ", "[end] " };
+	const struct hgev_rec *r = ev->app;
 
+	if (ev->in->perf)
+		return perf_where(r);
 	trace_seq_reset(seq);
 	trace_seq_printf(seq, "%s%s", kind[r->kind <= HGEV_KIND_END ? r->kind : 0], r->text);
 	trace_seq_terminate(seq);
@@ -153,8 +181,9 @@ int hgm_text_format(struct hgm_text *t, const struct hgm_event *ev)
 {
 	struct tep_handle *tep = ev->in->tep;
 	int pid = ev->app ? (int)ev->app->tid : tep_data_pid(tep, ev->rec);
-	const char *comm = ev->app ? ev->in->app_comm : tep_data_comm_from_pid(tep, pid);
-	const char *info = ev->app ? app_info(t->seq, ev->app) : event_info(t->seq, ev);
+	const char *comm = ev->app ? (ev->in->perf ? ev->app->name : ev->in->app_comm)
+				   : tep_data_comm_from_pid(tep, pid);
+	const char *info = ev->app ? app_info(t->seq, ev) : event_info(t->seq, ev);
 	char tag[48], ts[32], name[HGEV_NAME_MAX + 8];
 	int err = 0;
 
@@ -295,7 +324,7 @@ int hgm_json_begin(struct hgm_json *j, FILE *out, const struct hgm *m)
 
 		if (in->app) {
 			/* Each thread a track of the machine: a slice keeps its thread. */
-			for (int k = 0; k < in->nr_app_tids; k++) {
+			for (int k = 0; k < in->nr_app_tids && !in->perf; k++) {
 				snprintf(name, sizeof(name), "%s %u (app)", in->app_comm,
 					 in->app_tids[k]);
 				json_meta(&j->w, "thread_name", pid,
@@ -392,7 +421,22 @@ int hgm_json_write_event(struct json_writer *w, struct trace_seq *seq, const str
 	char name[HGEV_NAME_MAX + 8];
 	int pid;
 
-	if (ev->app) {
+	if (ev->app && ev->in->perf) {
+		/* A perf sample: an instant on its CPU's track, as a trace event. */
+		perf_event_name(ev->app, name, sizeof(name));
+		json_begin_object(w, NULL);
+		json_string(w, "ph", "i");
+		json_string(w, "s", "t");
+		json_string(w, "name", name);
+		json_string(w, "cat", "perf");
+		json_i64(w, "pid", json_pid(ev->in));
+		json_i64(w, "tid", ev->cpu);
+		json_fixed3(w, "ts", ns);
+		json_begin_object(w, "args");
+		json_string(w, "comm", ev->app->name);
+		json_i64(w, "tid", ev->app->tid);
+		json_string(w, "where", perf_where(ev->app));
+	} else if (ev->app) {
 		json_app_head(w, ev, ns);
 	} else {
 		pid = tep_data_pid(tep, ev->rec);

@@ -403,6 +403,7 @@ join:
 		for (int k = 0; k < m->nr_in && k < HGM_MAX_INPUTS; k++) {
 			res->in[k].guest = m->in[k].guest;
 			res->in[k].app = m->in[k].app;
+			res->in[k].perf = m->in[k].perf;
 			res->in[k].app_tail_bytes = m->in[k].app_tail_bytes;
 			res->in[k].nr_events += m->in[k].nr_events;
 			res->in[k].nr_unmapped += m->in[k].nr_unmapped;

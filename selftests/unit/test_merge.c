@@ -27,6 +27,7 @@
 #include "appev.h"
 #include "libhgclock.h"
 #include "merge.h"
+#include "perf_in.h"
 #include "gen.h"
 
 static char data_dir[PATH_MAX];
@@ -989,6 +990,156 @@ TEST_F(rec, app_bad_files)
 	hgm_close(&m);
 	free(buf);
 	unlink(path);
+}
+
+/* ---- perf samples (perf_in.c) ---- */
+
+/* perf script's lines: a comm with spaces, a symbol with spaces; damage refused. */
+TEST(perf_lines_parsed)
+{
+	struct hg_perf_sample ps;
+
+	ASSERT_EQ(0, hg_perf_parse_line(" qemu-system-x86  4027 [000] 14214.682977950: cpu-clock:"
+					"      55b5dfc3d42b [unknown] (/usr/bin/qemu-system-x86_64)\n",
+					&ps));
+	EXPECT_STREQ("qemu-system-x86", ps.comm);
+	EXPECT_EQ(4027, ps.tid);
+	EXPECT_EQ(0, ps.cpu);
+	EXPECT_EQ(14214682977950ULL, ps.ts_ns);
+	EXPECT_STREQ("cpu-clock", ps.event);
+	EXPECT_STREQ("55b5dfc3d42b [unknown] (/usr/bin/qemu-system-x86_64)", ps.where);
+	ASSERT_EQ(0, hg_perf_parse_line("  Web Content 12 [3] 1.000000001: cycles:  ffffffff81000000 "
+					"operator new(unsigned long) (/usr/lib/libstdc++.so.6)", &ps));
+	EXPECT_STREQ("Web Content", ps.comm);
+	EXPECT_EQ(3, ps.cpu);
+	EXPECT_EQ(1000000001ULL, ps.ts_ns);
+	EXPECT_STREQ("ffffffff81000000 operator new(unsigned long) (/usr/lib/libstdc++.so.6)",
+		     ps.where);
+	/* A comm of digits and brackets cannot fake the head: 15 bytes are too few. */
+	ASSERT_EQ(0, hg_perf_parse_line("1 [2] 3.4: x 9 [1] 5.000000006: e: 1 f (d)", &ps));
+	EXPECT_STREQ("1 [2] 3.4: x", ps.comm);
+	EXPECT_EQ(1, ps.cpu);
+	EXPECT_EQ(-1, hg_perf_parse_line("sleep 12 [000] 1.00000000: e: 1 f (d)", &ps));	/* 8 digits */
+	EXPECT_EQ(-1, hg_perf_parse_line("sleep 12 [8192] 1.000000000: e: 1 f (d)", &ps));	/* CPU */
+	EXPECT_EQ(-1, hg_perf_parse_line("sleep 12 [0] 1.000000000: e 1 f (d)", &ps));	/* event */
+	EXPECT_EQ(-1, hg_perf_parse_line("sleep 12 [0] 1.000000000: e:", &ps));		/* where */
+	EXPECT_EQ(-1, hg_perf_parse_line("a-comm-longer-than-15 12 [0] 1.000000000: e: 1 f (d)", &ps));
+	EXPECT_EQ(-1, hg_perf_parse_line("# perf script header", &ps));
+}
+
+/* A real perf.data, decoded by perf itself: every sample, each CPU in order. */
+TEST(perf_data_decoded)
+{
+	struct hg_perf_stats st;
+	struct hgev_header h;
+	struct hgev_rec r;
+	char path[PATH_MAX], err[600];
+	uint64_t n = 0, last[HGEV_MAX_CPUS] = { 0 }, back = 0;
+	FILE *f;
+
+	if (system("perf --version >/dev/null 2>&1"))
+		SKIP(return, "no perf (tools/deps.sh installs linux-perf)");
+	ASSERT_EQ(0, hg_perf_to_events(data("perf-sample.data"), "/tmp", path, sizeof(path), &st,
+				       err, sizeof(err))) TH_LOG("%s", err);
+	EXPECT_TRUE(st.decoded);
+	EXPECT_EQ(58, st.nr_samples);
+	EXPECT_EQ(0, st.nr_bad) TH_LOG("%s", st.first_bad);
+	EXPECT_EQ(0, st.nr_unordered);
+	EXPECT_STREQ("vm", st.host);
+	f = fopen(path, "rb");
+	ASSERT_NE(NULL, f);
+	ASSERT_EQ(0, hgev_read_header(f, &h, err, sizeof(err)));
+	EXPECT_EQ(HGEV_CLOCK_PERF, h.clock);
+	EXPECT_STREQ("vm", h.nodename);
+	while (hgev_read_record(f, &r, err, sizeof(err)) == 1) {
+		back += r.ts < last[r.cpu];
+		last[r.cpu] = r.ts;
+		EXPECT_EQ(0, strncmp(r.text, "cpu-clock ", 10)) TH_LOG("%s", r.text);
+		n++;
+	}
+	fclose(f);
+	unlink(path);
+	EXPECT_EQ(58, n);
+	EXPECT_EQ(0, back);
+	/* Not perf's at all: refused with the first line. */
+	EXPECT_EQ(-1, hg_perf_to_events(data("merge.hgc"), "/tmp", path, sizeof(path), &st, err,
+					sizeof(err)));
+	EXPECT_NE(NULL, strstr(err, "not perf script")) TH_LOG("%s", err);
+}
+
+/*
+ * Host samples as perf script text, in perf's clock at the instants of
+ * host trace events: each comes out at that trace event's local-clock
+ * time, as "perf:cpu-clock" with the sample's comm, and in the JSON on
+ * its CPU's track.
+ */
+TEST_F(rec, perf_text_merged)
+{
+	static struct app_ev hev[100];
+	size_t nh = sample_trace(data("host.dat"), 5000, hev, 100, HGEV_KIND_INSTANT, 900);
+	struct hgm_input_spec in[2] = { { .path = data("host.dat"), .guest = -1 },
+					{ .path = "samples.txt", .guest = -1, .app = true,
+					  .perf = true } };
+	struct hgm_par par = { .sync = &self->sync, .inputs = in, .nr_inputs = 2, .nr_threads = 1 };
+	char txt[] = "/tmp/hgclock-perf-txt-XXXXXX", conv[PATH_MAX], err[600], want[256];
+	struct hg_perf_stats st;
+	struct hgm_par_result res;
+	FILE *f, *tf = tmpfile(), *jf = tmpfile();
+	size_t tlen, jlen, found = 0;
+	char *text, *json;
+	int fd = mkstemp(txt);
+
+	ASSERT_LE(0, fd);
+	ASSERT_LT(10, nh);
+	f = fdopen(fd, "w");
+	ASSERT_NE(NULL, f);
+	fprintf(f, "# a comment line, as perf script -F ... --header writes\n");
+	for (size_t i = 0; i < nh; i++) {
+		uint64_t tsc, perf;
+
+		ASSERT_EQ(0, hgsync_host_to_tsc(&self->sync, (int)hev[i].cpu, HGSYNC_CLOCK_SCHED,
+						hev[i].ts, &tsc));
+		ASSERT_EQ(0, hgsync_host_from_tsc(&self->sync, (int)hev[i].cpu, HGSYNC_CLOCK_LOCAL,
+						  tsc, &perf));
+		fprintf(f, "    my app %5u [%03u] %llu.%09llu: cpu-clock:  ffffffff8100%04zx "
+			"do_work+0x%zx ([kernel.kallsyms])\n", 300 + (unsigned int)i, hev[i].cpu,
+			(unsigned long long)(perf / 1000000000ULL),
+			(unsigned long long)(perf % 1000000000ULL), i, i);
+	}
+	ASSERT_EQ(0, fclose(f));
+	ASSERT_EQ(0, hg_perf_to_events(txt, "/tmp", conv, sizeof(conv), &st, err, sizeof(err)))
+		TH_LOG("%s", err);
+	EXPECT_FALSE(st.decoded);
+	EXPECT_EQ(nh, st.nr_samples);
+	in[1].open_path = conv;
+	ASSERT_TRUE(tf && jf);
+	par.text = tf;
+	par.json = jf;
+	ASSERT_EQ(0, hgm_par_run(&par, &res, self->err, sizeof(self->err))) TH_LOG("%s", self->err);
+	EXPECT_EQ(nh, res.in[1].nr_events);
+	EXPECT_EQ(0, res.in[1].nr_unmapped);
+	text = read_all(tf, &tlen);
+	json = read_all(jf, &jlen);
+	ASSERT_TRUE(text && json);
+	for (size_t i = 0; i < nh; i++) {
+		char ts[32];
+
+		hgm_format_ts(ts, sizeof(ts), HGSYNC_CLOCK_SCHED, hev[i].ts);
+		snprintf(want, sizeof(want), "%-12s %16s-%-5u [%03u] %s: %-20s "
+			 "ffffffff8100%04zx do_work+0x%zx ([kernel.kallsyms])\n", "host", "my app",
+			 300 + (unsigned int)i, hev[i].cpu, ts, "perf:cpu-clock", i, i);
+		found += strstr(text, want) != NULL;
+	}
+	EXPECT_EQ(nh, found) TH_LOG("e.g. no '%s' in %.300s", want, strstr(text, "perf:") ?
+				    strstr(text, "perf:") - 100 : text);
+	EXPECT_NE(NULL, strstr(json, "\"name\":\"cpu-clock\",\"cat\":\"perf\""));
+	free(text);
+	free(json);
+	fclose(tf);
+	fclose(jf);
+	unlink(conv);
+	unlink(txt);
+	(void)err;
 }
 
 TEST_HARNESS_MAIN
