@@ -357,7 +357,7 @@ for series in $merge_kernels; do
 	[ -n "$kver" ] && [ -f "$build/module/$kver/hgclock.ko" ] || continue
 	name="nested_merge_${series}"
 	logs=$top/$build/nested-merge-$series
-	mapfile -t tc_files < <(vm_tracecmd_guest_files)
+	mapfile -t tc_files < <(vm_tracecmd_guest_files; vm_perf_guest_files)
 	nested_prepare "$name"
 	for attempt in $(seq 1 "$nested_attempts"); do
 		note "nested merge scenario on $kver (attempt $attempt)"

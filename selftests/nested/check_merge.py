@@ -53,6 +53,11 @@ def main():
         apps += ["--app", happ]
     if os.path.exists(gapp):
         apps += ["--guest-app", "0=" + gapp]
+    hperf, gperf = os.path.join(d, "host-perf.data"), os.path.join(d, "guest-perf.txt")
+    if os.path.exists(hperf):
+        apps += ["--perf", hperf]
+    if os.path.exists(gperf):
+        apps += ["--guest-perf", "0=" + gperf]
     p = subprocess.run([tool, "merge", corr, host, guest, "-o", txt, "--json", js, "--no-progress"] + apps,
                        capture_output=True, text=True)
     print("# " + p.stderr.strip().replace("\n", "\n# "))
@@ -88,11 +93,14 @@ def main():
     tid_vcpu = {}
     events = []
     guest = []
-    happ_ev, gapp_ev = [], []
+    happ_ev, gapp_ev, hperf_ev, gperf_ev = [], [], [], []
     nhost = 0
     for e in trace["traceEvents"]:
         if e.get("cat") == "app":
             (happ_ev if e["pid"] == 1 else gapp_ev).append(e)
+            continue
+        if e.get("cat") == "perf":
+            (hperf_ev if e["pid"] == 1 else gperf_ev).append(e)
             continue
         if e.get("ph") != "i":
             continue
@@ -165,6 +173,7 @@ def main():
     tap(cpu_bad == 0 and cpu_ok > 0, "host_cpu_matches_kvm_entry",
         "%d guest events on the host CPU of their kvm_entry, %d not" % (cpu_ok, cpu_bad))
     app_placement(apps, happ_ev, gapp_ev, apic, kvm, keys)
+    perf_placement(apps, hperf_ev, gperf_ev, apic, kvm, keys)
 
     # The text timeline: one line per event (plus drop notices), host order.
     last, lines, back = 0, 0, 0
@@ -179,7 +188,7 @@ def main():
             if v < last:
                 back += 1
             last = max(last, v)
-    nev = sum(1 for e in trace["traceEvents"] if e.get("ph") == "i" or e.get("cat") == "app")
+    nev = sum(1 for e in trace["traceEvents"] if e.get("ph") == "i" or e.get("cat") in ("app", "perf"))
     tap(lines == nev, "text_has_every_event", "%d text lines, %d JSON events" % (lines, nev))
     tap(back == 0, "text_in_host_order", "%d lines earlier than the one before" % back)
     marker_placement(tool, corr, d, guest)
@@ -196,6 +205,53 @@ def main():
             "trace-cmd report: %d events, hgclock merge: %d" % (count, want))
 
 
+def in_guest_mode(evs, vcpu_of, apic, kvm, keys):
+    """Of guest events @evs mapped (not "none"): how many lie between a
+    kvm_entry and the next kvm_exit of their vCPU on the host CPU the
+    merge names (inside), outside, on another CPU, at the trace's edges;
+    and how many are unmapped between mapped ones (gaps), kvm-exact."""
+    import bisect
+    mapped = [e for e in evs if e["args"].get("mapping") not in (None, "none")]
+    raw = [int(e["args"]["guest_ts"]) for e in mapped]
+    gaps = sum(1 for e in evs if e["args"].get("mapping") in (None, "none") and raw and
+               min(raw) < int(e["args"]["guest_ts"]) < max(raw))
+    exact = sum(1 for e in mapped if e["args"]["mapping"] == "kvm-exact")
+    inside = outside = cpu_bad = edge = 0
+    for e in mapped:
+        c = vcpu_of(e)
+        v, t = apic.get(c, c), ns(e["ts"])
+        i = bisect.bisect_right(keys.get(v, []), t) - 1
+        if v not in keys or i < 0 or i + 1 >= len(keys[v]):
+            edge += 1
+            continue
+        ts0, entry, cpu = kvm[v][i]
+        if entry and not kvm[v][i + 1][1]:
+            inside += 1
+            cpu_bad += e["args"]["host_cpu"] != cpu
+        else:
+            outside += 1
+    return len(mapped), exact, gaps, inside, outside, cpu_bad, edge
+
+
+def perf_placement(apps, hperf_ev, gperf_ev, apic, kvm, keys):
+    """perf's samples (merge --perf, --guest-perf): there on both sides;
+    each guest sample, taken while its vCPU ran the guest, in guest mode
+    on the host CPU of its vCPU's kvm_entry."""
+    if "--perf" not in apps or "--guest-perf" not in apps:
+        tap(False, "perf_samples", "no perf samples came back (%s)" % " ".join(apps))
+        return
+    tap(len(hperf_ev) > 0 and len(gperf_ev) > 0, "perf_samples",
+        "%d host and %d guest perf samples" % (len(hperf_ev), len(gperf_ev)))
+    mapped, exact, gaps, inside, outside, cpu_bad, edge = \
+        in_guest_mode(gperf_ev, lambda e: e["tid"], apic, kvm, keys)
+    tap(not gaps and exact == mapped and inside > 0 and outside == 0 and cpu_bad == 0,
+        "perf_guest_samples_in_guest_mode",
+        "%d of %d guest samples mapped (%d kvm-exact, %d unmapped within the mapped span); "
+        "of those in the host trace's span %d in guest mode on their kvm_entry's host CPU, "
+        "%d outside, %d on another CPU (%d at the edges)" %
+        (mapped, len(gperf_ev), exact, gaps, inside, outside, cpu_bad, edge))
+
+
 def app_placement(apps, happ_ev, gapp_ev, apic, kvm, keys):
     """The applications' events (hgclock_events_open(3), the example
     program on both sides): there, every guest one mapped, and each in
@@ -209,31 +265,14 @@ def app_placement(apps, happ_ev, gapp_ev, apic, kvm, keys):
         "%d host and %d guest application events" % (len(happ_ev), len(gapp_ev)))
     # The application ran longer than the recording: its events before
     # the first and after the last mapping are unmapped, none between.
-    mapped = [e for e in gapp_ev if e["args"].get("mapping") not in (None, "none")]
-    raw = [int(e["args"]["guest_ts"]) for e in mapped]
-    gaps = [e for e in gapp_ev if e["args"].get("mapping") in (None, "none") and raw and
-            min(raw) < int(e["args"]["guest_ts"]) < max(raw)]
-    exact = sum(1 for e in mapped if e["args"]["mapping"] == "kvm-exact")
-    inside = outside = cpu_bad = edge = 0
-    for e in mapped:
-        v, t = apic.get(e["args"]["vcpu"], e["args"]["vcpu"]), ns(e["ts"])
-        i = bisect.bisect_right(keys.get(v, []), t) - 1
-        if v not in keys or i < 0 or i + 1 >= len(keys[v]):
-            edge += 1
-            continue
-        ts0, entry, cpu = kvm[v][i]
-        entry1 = kvm[v][i + 1][1]
-        if entry and not entry1:
-            inside += 1
-            cpu_bad += e["args"]["host_cpu"] != cpu
-        else:
-            outside += 1
-    tap(not gaps and exact == len(mapped) and inside > 0 and outside == 0 and cpu_bad == 0,
+    mapped, exact, gaps, inside, outside, cpu_bad, edge = \
+        in_guest_mode(gapp_ev, lambda e: e["args"]["vcpu"], apic, kvm, keys)
+    tap(not gaps and exact == mapped and inside > 0 and outside == 0 and cpu_bad == 0,
         "app_guest_events_in_guest_mode",
         "%d of %d guest application events mapped (%d kvm-exact, %d unmapped within the "
         "mapped span); of those in the host trace's span %d in guest mode on their "
         "kvm_entry's host CPU, %d outside, %d on another CPU (%d at the edges)" %
-        (len(mapped), len(gapp_ev), exact, len(gaps), inside, outside, cpu_bad, edge))
+        (mapped, len(gapp_ev), exact, gaps, inside, outside, cpu_bad, edge))
     bad = 0
     for evs in (happ_ev, gapp_ev):
         depth = {}

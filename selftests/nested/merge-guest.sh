@@ -32,8 +32,25 @@ if [ -x /bin/hgclock-events ]; then
 	hgclock-events -i 500 /tmp/app.hgev 900 >/tmp/app.log 2>&1 &
 	app=$!
 fi
+# perf's samples (cpu-clock, perf's own clock), decoded here where the
+# guest's symbols are: merge --guest-perf maps each to its host CPU.
+perf=
+if command -v perf >/dev/null; then
+	perf record -e cpu-clock -a -F 19 -o /tmp/perf.data >/tmp/perf.log 2>&1 &
+	perf=$!
+fi
 echo "GUEST-WAITING"
 host_wait DONE || exit 1
+if [ -n "$perf" ]; then
+	kill -INT $perf
+	wait $perf
+	perf script -i /tmp/perf.data -F comm,tid,cpu,time,event,ip,sym,dso --ns \
+		>/tmp/perf.txt 2>>/tmp/perf.log
+	echo "guest: perf exit $?, $(wc -l </tmp/perf.txt) samples; $(tail -n 1 /tmp/perf.log)"
+	echo "PERF-SAMPLES-BEGIN"
+	gzip -c /tmp/perf.txt | base64
+	echo "PERF-SAMPLES-END"
+fi
 kill $agent $tcagent $pairmark 2>/dev/null
 wait $agent
 wait $pairmark

@@ -19,7 +19,8 @@ host_events=${HGCLOCK_MERGE_HOST_EVENTS:--e kvm:kvm_entry -e kvm:kvm_exit -e sch
 guest_events=${HGCLOCK_MERGE_GUEST_EVENTS:--e sched:sched_switch -e sched:sched_wakeup}
 move_ms=${HGCLOCK_MERGE_MOVE_MS:-300}
 rm -f "$out"/merge.hgc "$out"/host.dat "$out"/host-guest.dat "$out"/libvirt.tap "$out"/guest-apic \
-	"$out"/merged-record.txt "$out"/host-app.hgev "$out"/guest-app.hgev
+	"$out"/merged-record.txt "$out"/host-app.hgev "$out"/guest-app.hgev "$out"/host-perf.data \
+	"$out"/guest-perf.txt
 # With HGCLOCK_GUEST_LIBVIRT=1 (make check) the guest is a libvirt domain
 # (tools/vm/nested-libvirt.sh) and record finds it by name, from what
 # libvirt wrote; the facts that takes are TAP lines in libvirt.tap, which
@@ -74,6 +75,12 @@ if [ -x "$HGCLOCK_APP_EVENTS" ]; then
 	"$HGCLOCK_APP_EVENTS" -l -i 100 "$out/host-app.hgev" 900 >/tmp/app.log 2>&1 &
 	app=$!
 fi
+# And perf's samples of the host (merge --perf), when there is perf.
+perf=
+if [ -n "$app" ] && command -v perf >/dev/null; then
+	perf record -e cpu-clock -a -F 49 -o "$out/host-perf.data" >/tmp/perf.log 2>&1 &
+	perf=$!
+fi
 
 # One command, as README's quick start: record for the life of
 # trace-cmd record -A, then merge what it wrote (host.dat, and the
@@ -91,6 +98,11 @@ if [ -n "$app" ]; then
 	kill -TERM "$app"
 	wait "$app"
 	echo "merge: host app exit $? $(cat /tmp/app.log)"
+fi
+if [ -n "$perf" ]; then
+	kill -INT "$perf"
+	wait "$perf"
+	echo "merge: host perf exit $? $(tail -n 1 /tmp/perf.log)"
 fi
 echo "merge: record -- trace-cmd record exit $rc, vCPU moves $(cat /tmp/moves 2>/dev/null)"
 tail -n 4 "$out/trace-cmd.log"
@@ -117,7 +129,13 @@ if grep -aq '^APP-EVENTS-END' "$HGCLOCK_GUEST_CONSOLE"; then
 		base64 -d | gunzip >"$out/guest-app.hgev" ||
 		echo "merge: the guest app's file did not come through the console"
 fi
-grep -a '^guest: app exit' "$HGCLOCK_GUEST_CONSOLE" | tr -d '\r' | sed 's/^/merge: /'
+if grep -aq '^PERF-SAMPLES-END' "$HGCLOCK_GUEST_CONSOLE"; then
+	tr -d '\r' <"$HGCLOCK_GUEST_CONSOLE" |
+		sed -n '/^PERF-SAMPLES-BEGIN$/,/^PERF-SAMPLES-END$/p' | grep -E '^[A-Za-z0-9+/=]+$' |
+		base64 -d | gunzip >"$out/guest-perf.txt" ||
+		echo "merge: the guest's perf samples did not come through the console"
+fi
+grep -a '^guest: \(app\|perf\) exit' "$HGCLOCK_GUEST_CONSOLE" | tr -d '\r' | sed 's/^/merge: /'
 hold_release
 ls -l "$out"/merge.hgc "$out"/host.dat "$out"/host-guest.dat 2>&1 | sed 's/^/merge: /'
 [ $tc -eq 0 ] && [ $rc -eq 0 ]

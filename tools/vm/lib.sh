@@ -375,6 +375,20 @@ vm_qemu_cmd() {
 	VM_QEMU+=("${VM_QEMU_EXTRA[@]}")
 }
 
+# vm_perf_guest_files: the same for perf (Debian's linux-perf) and the
+# libraries it needs that trace-cmd's do not bring; nothing without perf.
+vm_perf_guest_files() {
+	local perf lib
+
+	perf=$(command -v perf) || return 0
+	echo --guest-file
+	echo "$perf:bin/perf"
+	for lib in $(ldd "$perf" | awk '/=> \//{print $3}'); do
+		echo --guest-file
+		echo "$lib:${lib#/}"
+	done
+}
+
 # vm_tracecmd_guest_files: "--guest-file SRC:DST" pairs (one word a line)
 # that put trace-cmd and its libraries into the nested guest's initramfs.
 vm_tracecmd_guest_files() {
