@@ -95,7 +95,8 @@ static void merge_usage(FILE *out)
 	fprintf(out,
 		"usage: hgclock merge CORR [HOST.dat [GUEST.dat...]] [--host FILE]\n"
 		"                     [--guest [ID=]FILE]... [--app FILE]... [--guest-app [ID=]FILE]...\n"
-		"                     [--perf FILE]... [--guest-perf [ID=]FILE]...\n"
+		"                     [--perf FILE]... [--guest-perf [ID=]FILE]... [--report FILE]\n"
+		"                     [--sort KEYS]\n"
 		"                     [-o FILE] [--json FILE] [--no-text]\n"
 		"                     [--method auto|kvm-exact|exit|probe|marker] [--recompute]\n"
 		"                     [--threads N]\n"
@@ -112,6 +113,10 @@ static void merge_usage(FILE *out)
 		"                      -F comm,tid,cpu,time,event,ip,sym,dso --ns output)\n"
 		"  --guest-perf [ID=]FILE  guest ID's perf samples (best: that perf script output,\n"
 		"                      made in the guest, where its symbols are)\n"
+		"  --report FILE       the perf samples counted by --sort's keys into FILE\n"
+		"  --sort KEYS         of guest,pcpu,vcpu,comm,sym,dso (default\n"
+		"                      guest,pcpu,vcpu,comm,sym); pcpu: the host CPU that ran\n"
+		"                      the vCPU when a guest sample was taken\n"
 		"  -o, --output FILE   the text timeline (default: standard output)\n"
 		"  --json FILE         a Chrome/Perfetto JSON trace (ui.perfetto.dev)\n"
 		"  --no-text           no text timeline\n"
@@ -600,6 +605,8 @@ int cmd_merge(int argc, char **argv)
 		{ "guest-app", required_argument, NULL, 'A' },
 		{ "perf", required_argument, NULL, 'e' },
 		{ "guest-perf", required_argument, NULL, 'E' },
+		{ "report", required_argument, NULL, 'R' },
+		{ "sort", required_argument, NULL, 's' },
 		{ "output", required_argument, NULL, 'o' },
 		{ "json", required_argument, NULL, 'j' },
 		{ "no-text", no_argument, NULL, 'T' },
@@ -627,7 +634,10 @@ int cmd_merge(int argc, char **argv)
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 	uint64_t threads = ncpu > 8 ? 8 : ncpu > 0 ? (uint64_t)ncpu : 1;
 	struct hg_output to = { 0 }, jo = { 0 };
-	const char *ins[1 + HGM_MAX_INPUTS], *outs[2];
+	const char *ins[1 + HGM_MAX_INPUTS], *outs[3];
+	const char *report_path = NULL, *sort_spec = "guest,pcpu,vcpu,comm,sym";
+	struct hg_output ro = { 0 };
+	int sort_keys[6], nr_sort_keys = 0;
 	FILE *tout = NULL, *jout = NULL;
 	const void *buf = NULL;
 	size_t len = 0;
@@ -665,6 +675,12 @@ int cmd_merge(int argc, char **argv)
 			app_specs[nr_app_specs].app = true;
 			app_specs[nr_app_specs].perf = c == 'e' || c == 'E';
 			nr_app_specs++;
+			break;
+		case 'R':
+			report_path = optarg;
+			break;
+		case 's':
+			sort_spec = optarg;
 			break;
 		case 'o':
 			out_path = optarg;
@@ -747,7 +763,15 @@ int cmd_merge(int argc, char **argv)
 		hg_err("no trace.dat to merge: give the host's and the guests' files");
 		return HGCLOCK_EXIT_USAGE;
 	}
-	if (no_text && !json_path) {
+	if (hgm_report_parse_sort(sort_spec, sort_keys, &nr_sort_keys, err, sizeof(err))) {
+		hg_err("%s", err);
+		return HGCLOCK_EXIT_USAGE;
+	}
+	if (report_path && !nr_app_specs) {
+		hg_err("--report counts perf samples: give --perf or --guest-perf");
+		return HGCLOCK_EXIT_USAGE;
+	}
+	if (no_text && !json_path && !report_path) {
 		hg_err("--no-text without --json: nothing to write");
 		return HGCLOCK_EXIT_USAGE;
 	}
@@ -758,7 +782,8 @@ int cmd_merge(int argc, char **argv)
 		ins[1 + i] = inputs[i].path;
 	outs[0] = no_text ? NULL : out_path;
 	outs[1] = json_path;
-	ret = hg_check_outputs(ins, 1 + par.nr_inputs, outs, 2);
+	outs[2] = report_path;
+	ret = hg_check_outputs(ins, 1 + par.nr_inputs, outs, 3);
 	if (ret)
 		return ret;
 	/* Missing or unreadable inputs, directories, FIFOs: exit 1, before any work. */
@@ -845,8 +870,21 @@ int cmd_merge(int argc, char **argv)
 		ret = rc == HGM_E_SYSTEM ? HGCLOCK_EXIT_FAILURE : HGCLOCK_EXIT_BAD_INPUT;
 		goto out;
 	}
+	if (report_path) {
+		if (hg_output_open(&ro, report_path))
+			goto out;
+		rc = hgm_report_run(&par, sort_keys, nr_sort_keys, ro.f, err, sizeof(err));
+		if (rc) {
+			hg_err("%s", err);
+			hg_output_abort(&ro);
+			ret = rc == HGM_E_SYSTEM ? HGCLOCK_EXIT_FAILURE : HGCLOCK_EXIT_BAD_INPUT;
+			goto out;
+		}
+	}
 	ret = tout ? hg_output_commit(&to) : HGCLOCK_EXIT_OK;
 	tout = NULL;
+	if (!ret && report_path)
+		ret = hg_output_commit(&ro);
 	if (!ret && jout)
 		ret = hg_output_commit(&jo);
 	jout = NULL;

@@ -269,4 +269,20 @@ int hgm_add_spec(struct hgm *m, const struct hgm_input_spec *in, char *err, size
  */
 int hgm_par_run(const struct hgm_par *par, struct hgm_par_result *res, char *err, size_t err_len);
 
+/* ---- perf samples by key (merge_report.c) ---- */
+
+/*
+ * "guest,pcpu,vcpu,comm,sym,dso" (any of them, in any order, each once)
+ * into @keys (room for 6).  0, or -1 with @err.
+ */
+int hgm_report_parse_sort(const char *spec, int *keys, int *nr, char *err, size_t err_len);
+
+/*
+ * The perf inputs of @par (perf_in.c), merged again on one thread and
+ * counted by @keys; the table to @out (perf report's style, the busiest
+ * first key first).  0, or an HGM_E_* with @err.
+ */
+int hgm_report_run(const struct hgm_par *par, const int *keys, int nr_keys, FILE *out,
+		   char *err, size_t err_len);
+
 #endif /* HGCLOCK_MERGE_H */

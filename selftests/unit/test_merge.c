@@ -276,6 +276,8 @@ static char *read_all(FILE *f, size_t *len)
 		free(buf);
 		return NULL;
 	}
+	if (buf)
+		buf[n] = '\0';	/* a C string too: strstr() and strtok() read it */
 	*len = (size_t)n;
 	return buf;
 }
@@ -1067,6 +1069,9 @@ TEST(perf_data_decoded)
 	EXPECT_NE(NULL, strstr(err, "not perf script")) TH_LOG("%s", err);
 }
 
+static void check_report(struct __test_metadata *_metadata, const struct hgm_par *par,
+			 const struct app_ev *hev, size_t nh);
+
 /*
  * Host samples as perf script text, in perf's clock at the instants of
  * host trace events: each comes out at that trace event's local-clock
@@ -1133,6 +1138,7 @@ TEST_F(rec, perf_text_merged)
 	EXPECT_EQ(nh, found) TH_LOG("e.g. no '%s' in %.300s", want, strstr(text, "perf:") ?
 				    strstr(text, "perf:") - 100 : text);
 	EXPECT_NE(NULL, strstr(json, "\"name\":\"cpu-clock\",\"cat\":\"perf\""));
+	check_report(_metadata, &par, hev, nh);
 	free(text);
 	free(json);
 	fclose(tf);
@@ -1140,6 +1146,51 @@ TEST_F(rec, perf_text_merged)
 	unlink(conv);
 	unlink(txt);
 	(void)err;
+}
+
+/* --report --sort comm,pcpu on perf_text_merged's samples: a row per host CPU, adding up. */
+static void check_report(struct __test_metadata *_metadata, const struct hgm_par *par,
+			 const struct app_ev *hev, size_t nh)
+{
+	{
+		int keys[6], nk;
+		FILE *rf = tmpfile();
+		size_t rlen, per_cpu[2] = { 0 }, rows = 0, sum = 0;
+		char *rep, *line, err[256];
+
+		for (size_t i = 0; i < nh; i++)
+			per_cpu[hev[i].cpu & 1]++;
+		ASSERT_EQ(0, hgm_report_parse_sort("comm,pcpu", keys, &nk, err, sizeof(err)));
+		EXPECT_EQ(-1, hgm_report_parse_sort("comm,cpu", keys + 2, &nk, err, sizeof(err)));
+		EXPECT_EQ(-1, hgm_report_parse_sort("sym,sym", keys + 2, &nk, err, sizeof(err)));
+		ASSERT_EQ(0, hgm_report_parse_sort("comm,pcpu", keys, &nk, err, sizeof(err)));
+		ASSERT_NE(NULL, rf);
+		ASSERT_EQ(0, hgm_report_run(par, keys, nk, rf, err, sizeof(err))) TH_LOG("%s", err);
+		rep = read_all(rf, &rlen);
+		ASSERT_NE(NULL, rep);
+
+		for (line = strtok(rep, "\n"); line; line = strtok(NULL, "\n")) {
+			unsigned long long n;
+			double pct, of;
+			char comm1[16], comm2[16];
+			int cpu;
+
+			if (line[0] == '#')
+				continue;
+			ASSERT_EQ(6, sscanf(line, " %lf%% %llu %lf%% %15s %15s %d", &pct, &n, &of, comm1,
+					    comm2, &cpu)) {
+				TH_LOG("%s", line);
+			}
+			EXPECT_STREQ("my", comm1);
+			EXPECT_EQ(per_cpu[cpu & 1], n) TH_LOG("CPU %d", cpu);
+			rows++;
+			sum += n;
+		}
+		EXPECT_EQ((per_cpu[0] != 0) + (per_cpu[1] != 0), rows);
+		EXPECT_EQ(nh, sum);
+		free(rep);
+		fclose(rf);
+	}
 }
 
 TEST_HARNESS_MAIN
