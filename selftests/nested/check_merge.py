@@ -58,6 +58,9 @@ def main():
         apps += ["--perf", hperf]
     if os.path.exists(gperf):
         apps += ["--guest-perf", "0=" + gperf]
+    report = os.path.join(d, "report.txt")
+    if "--perf" in apps or "--guest-perf" in apps:
+        apps += ["--report", report, "--sort", "guest,pcpu,vcpu,comm,sym"]
     p = subprocess.run([tool, "merge", corr, host, guest, "-o", txt, "--json", js, "--no-progress"] + apps,
                        capture_output=True, text=True)
     print("# " + p.stderr.strip().replace("\n", "\n# "))
@@ -174,6 +177,8 @@ def main():
         "%d guest events on the host CPU of their kvm_entry, %d not" % (cpu_ok, cpu_bad))
     app_placement(apps, happ_ev, gapp_ev, apic, kvm, keys)
     perf_placement(apps, hperf_ev, gperf_ev, apic, kvm, keys)
+    if "--report" in apps:
+        perf_report(report, hperf_ev, gperf_ev)
 
     # The text timeline: one line per event (plus drop notices), host order.
     last, lines, back = 0, 0, 0
@@ -250,6 +255,38 @@ def perf_placement(apps, hperf_ev, gperf_ev, apic, kvm, keys):
         "of those in the host trace's span %d in guest mode on their kvm_entry's host CPU, "
         "%d outside, %d on another CPU (%d at the edges)" %
         (mapped, len(gperf_ev), exact, gaps, inside, outside, cpu_bad, edge))
+
+
+def perf_report(path, hperf_ev, gperf_ev):
+    """merge --report --sort guest,pcpu,vcpu,comm,sym: its rows add up to
+    the samples of each side, and each guest row's host CPU is the one
+    the timeline gives its samples (the unplaced ones under "?")."""
+    rows = []
+    try:
+        with open(path) as f:
+            for line in f:
+                if line.startswith("#") or not line.strip():
+                    continue
+                p = line.split(None, 6)
+                rows.append((p[3], p[4], p[5], int(p[1])))
+    except (OSError, ValueError, IndexError) as e:
+        tap(False, "perf_report", "cannot read %s: %s" % (path, e))
+        return
+    host = sum(n for g, c, v, n in rows if g == "host")
+    guest = sum(n for g, c, v, n in rows if g == "0")
+    want = {}
+    for e in gperf_ev:
+        hc = e["args"].get("host_cpu", -1)
+        k = ("?" if hc is None or hc < 0 else str(hc), str(e["tid"]))
+        want[k] = want.get(k, 0) + 1
+    got = {}
+    for g, c, v, n in rows:
+        if g == "0":
+            got[(c, v)] = got.get((c, v), 0) + n
+    tap(host == len(hperf_ev) and guest == len(gperf_ev) and got == want, "perf_report",
+        "%d rows: host %d samples (timeline %d), guest %d (timeline %d); guest samples by "
+        "(host CPU, vCPU): %s" % (len(rows), host, len(hperf_ev), guest, len(gperf_ev),
+                                  " ".join("%s/%s:%d" % (k[0], k[1], n) for k, n in sorted(got.items()))))
 
 
 def app_placement(apps, happ_ev, gapp_ev, apic, kvm, keys):
