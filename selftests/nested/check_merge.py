@@ -175,7 +175,7 @@ def main():
         "%d guest events between their vCPU's kvm_entry and kvm_exit, %d outside" % (inside, outside))
     tap(cpu_bad == 0 and cpu_ok > 0, "host_cpu_matches_kvm_entry",
         "%d guest events on the host CPU of their kvm_entry, %d not" % (cpu_ok, cpu_bad))
-    app_placement(apps, happ_ev, gapp_ev, apic, kvm, keys)
+    app_placement(apps, happ_ev, gapp_ev, apic, kvm, keys, guest)
     perf_placement(apps, hperf_ev, gperf_ev, apic, kvm, keys)
     if "--report" in apps:
         perf_report(report, hperf_ev, gperf_ev)
@@ -289,7 +289,7 @@ def perf_report(path, hperf_ev, gperf_ev):
                                   " ".join("%s/%s:%d" % (k[0], k[1], n) for k, n in sorted(got.items()))))
 
 
-def app_placement(apps, happ_ev, gapp_ev, apic, kvm, keys):
+def app_placement(apps, happ_ev, gapp_ev, apic, kvm, keys, guest_events):
     """The applications' events (hgclock_events_open(3), the example
     program on both sides): there, every guest one mapped, and each in
     guest mode on the host CPU of its vCPU's kvm_entry as the trace's
@@ -322,6 +322,56 @@ def app_placement(apps, happ_ev, gapp_ev, apic, kvm, keys):
                 bad += depth.get(k, 0) != 1
                 depth[k] = 0
     tap(bad == 0, "app_slices_nest", "%d begin/end out of turn" % bad)
+    syscall_brackets(gapp_ev, guest_events)
+
+
+def syscall_brackets(gapp_ev, guest_events):
+    """The example's slices are a BEGIN, a clock_nanosleep system call and
+    an END, in that order on one thread: in the merged timeline (the app's
+    perf clock and the trace's local clock, both mapped) each slice within
+    the guest trace's span holds that thread's sys_enter and sys_exit of
+    the call, in order.  Exact mappings cannot fail this; an error of a
+    microsecond could."""
+    import bisect
+    calls = {}
+    for e in guest_events:
+        if e["name"] in ("sys_enter_clock_nanosleep", "sys_exit_clock_nanosleep"):
+            calls.setdefault(e["args"]["pid"], []).append(
+                (ns(e["ts"]), e["name"] == "sys_enter_clock_nanosleep"))
+    for v in calls.values():
+        v.sort()
+    if not guest_events:
+        tap(False, "app_brackets_syscall", "no guest trace events")
+        return
+    lo, hi = min(ns(e["ts"]) for e in guest_events), max(ns(e["ts"]) for e in guest_events)
+    begin = {}
+    good = bad = skipped = 0
+    examples = []
+    for e in sorted(gapp_ev, key=lambda x: ns(x["ts"])):
+        if e["args"].get("mapping") in (None, "none") or e["ph"] not in ("B", "E"):
+            continue
+        tid = e["args"]["tid"]
+        if e["ph"] == "B":
+            begin[tid] = ns(e["ts"])
+            continue
+        b, t = begin.pop(tid, None), ns(e["ts"])
+        if b is None or b < lo or t > hi:
+            skipped += 1
+            continue
+        c = calls.get(tid, [])
+        i = bisect.bisect_left(c, (b, False))
+        inside = [x for x in c[i:] if x[0] <= t]
+        if len(inside) >= 2 and inside[0][1] and not inside[-1][1]:
+            good += 1
+        else:
+            bad += 1
+            if len(examples) < 3:
+                examples.append("tid %d slice %d..%d: %s" % (tid, b, t, inside[:4]))
+    for x in examples:
+        print("# " + x)
+    tap(good > 0 and bad == 0, "app_brackets_syscall",
+        "%d slices hold their thread's clock_nanosleep entry and exit in order, %d do not "
+        "(%d outside the guest trace)" % (good, bad, skipped))
 
 
 def marker_placement(tool, corr, d, guest_events):

@@ -5,7 +5,7 @@ echo "guest: kernel $(uname -r)"
 # Each CPU's APIC ID as this kernel knows it: the merge checks' truth of
 # which KVM vCPU (vcpu_id = APIC ID) ran which guest CPU.
 awk -F': *' '/^processor/ { c = $2 } /^apicid/ { print "APICID " c " " $2 }' /proc/cpuinfo
-events=${HGCLOCK_MERGE_GUEST_EVENTS:--e sched:sched_switch -e sched:sched_wakeup}
+events=${HGCLOCK_MERGE_GUEST_EVENTS:--e sched:sched_switch -e sched:sched_wakeup -e syscalls:sys_enter_clock_nanosleep -e syscalls:sys_exit_clock_nanosleep}
 # Enable the traced events once, now (see merge-host.sh).
 # shellcheck disable=SC2046
 hold_events $(printf '%s\n' $events | grep -v '^-e$') || echo "guest: cannot hold the events"

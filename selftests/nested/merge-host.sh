@@ -16,7 +16,7 @@ tool=$HGCLOCK_TOOL
 out=$(dirname "$HGCLOCK_GUEST_CONSOLE")
 secs=${HGCLOCK_MERGE_SECONDS:-6}
 host_events=${HGCLOCK_MERGE_HOST_EVENTS:--e kvm:kvm_entry -e kvm:kvm_exit -e sched:sched_switch}
-guest_events=${HGCLOCK_MERGE_GUEST_EVENTS:--e sched:sched_switch -e sched:sched_wakeup}
+guest_events=${HGCLOCK_MERGE_GUEST_EVENTS:--e sched:sched_switch -e sched:sched_wakeup -e syscalls:sys_enter_clock_nanosleep -e syscalls:sys_exit_clock_nanosleep}
 move_ms=${HGCLOCK_MERGE_MOVE_MS:-300}
 rm -f "$out"/merge.hgc "$out"/host.dat "$out"/host-guest.dat "$out"/libvirt.tap "$out"/guest-apic \
 	"$out"/merged-record.txt "$out"/host-app.hgev "$out"/guest-app.hgev "$out"/host-perf.data \

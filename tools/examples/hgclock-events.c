@@ -8,10 +8,11 @@
  *
  *	hgclock-events [-l] [-i MS] FILE [SECONDS]
  *
- * Two threads each do a unit of work every MS milliseconds (default 10)
- * for SECONDS (default 1) or until SIGINT or SIGTERM: each unit is a
- * "unit" slice (a BEGIN and an END event) with its thread and number as
- * text, followed by an instant "tick".  The file is flushed about every
+ * Two threads each do units of work for SECONDS (default 1) or until
+ * SIGINT or SIGTERM: a unit is a "unit" slice (a BEGIN and an END event,
+ * its thread and number as text) around a sleep of MS milliseconds
+ * (default 10; the system call a trace shows inside the slice), followed
+ * by an instant "tick" and some computing.  The file is flushed about every
  * second, so that a kill -9 loses at most that.  With -l, the events are
  * in ftrace's local clock (trace-cmd's default) instead of perf's.
  * Exits 0, or 1 with the reason on standard error; FILE must not exist.
@@ -58,15 +59,15 @@ static void *worker(void *arg)
 		snprintf(text, sizeof(text), "thread %ld unit %ld", (long)(size_t)arg, unit);
 		if (hgclock_event(evs, HGCLOCK_EVENT_BEGIN, "unit", text))
 			return (void *)(size_t)errno;	/* errno is this thread's */
-		for (spin = 0; spin < 20000; spin++)
-			;
+		nanosleep(&pause, NULL);
 		if (hgclock_event(evs, HGCLOCK_EVENT_END, "unit", text) ||
 		    hgclock_event(evs, HGCLOCK_EVENT_INSTANT, "tick", NULL))
 			return (void *)(size_t)errno;
+		for (spin = 0; spin < 20000; spin++)
+			;
 		/* About once a second, by thread 0: what is recorded survives a crash. */
 		if (!arg && unit % (1000 / interval_ms + 1) == 0 && hgclock_events_flush(evs))
 			return (void *)(size_t)errno;
-		nanosleep(&pause, NULL);
 	}
 	return NULL;
 }
