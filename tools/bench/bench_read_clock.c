@@ -8,7 +8,9 @@
  * also reads CLOCK_MONOTONIC for its mono_ns) and of its fast path,
  * hgclock_clock_perf_ns(), against clock_gettime(); and of recording an
  * application event (hgclock_event(): the stamp, the lock, the append to
- * the buffer and its share of the file's writes) against clock_gettime().
+ * the buffer and its share of the file's writes) against clock_gettime()
+ * and against what an application writes to ftrace instead, a line to
+ * trace_marker (a system call and a copy into the ring buffer).
  * Rounds interleave them so that drift in the machine's speed
  * hits all alike; the median round is reported.  Under TCG absolute times
  * mean little: the ratios are the result.
@@ -16,6 +18,7 @@
  * Prints "BENCH <name> <value> <unit>" lines.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -60,7 +63,8 @@ static int fail(const char *what)
 int main(int argc, char **argv)
 {
 	double nop[ROUNDS], rd[ROUNDS], cg[ROUNDS], uc[ROUNDS], lc[ROUNDS], lp[ROUNDS];
-	double ev[ROUNDS];
+	double ev[ROUNDS], tm[ROUNDS];
+	int marker_fd = open("/sys/kernel/tracing/trace_marker", O_WRONLY | O_CLOEXEC);
 	struct hgclock_events *evs = NULL;
 	char ev_path[] = "/tmp/hgclock-bench-events-XXXXXX";
 	uint64_t perf_ns;
@@ -155,6 +159,15 @@ int main(int argc, char **argv)
 			lp[r] = (double)(now_ns() - t0) / (double)iters;
 		}
 
+		tm[r] = 0;
+		if (marker_fd >= 0) {
+			t0 = now_ns();
+			for (i = 0; i < iters; i++)
+				if (write(marker_fd, "bench\n", 6) != 6)
+					return fail("trace_marker write");
+			tm[r] = (double)(now_ns() - t0) / (double)iters;
+		}
+
 		ev[r] = 0;
 		if (evs) {
 			t0 = now_ns();
@@ -168,9 +181,11 @@ int main(int argc, char **argv)
 	{
 		double ratio_nop[ROUNDS], ratio_cg[ROUNDS];
 		double uc_cg[ROUNDS], uc_rd[ROUNDS], lc_cg[ROUNDS], lp_cg[ROUNDS], ev_cg[ROUNDS];
+		double tm_ev[ROUNDS];
 
 		for (r = 0; r < ROUNDS; r++) {
 			ev_cg[r] = ev[r] / cg[r];
+			tm_ev[r] = ev[r] > 0 ? tm[r] / ev[r] : 0;
 			lc_cg[r] = lc[r] / cg[r];
 			lp_cg[r] = lp[r] / cg[r];
 			ratio_nop[r] = rd[r] / nop[r];
@@ -198,12 +213,24 @@ int main(int argc, char **argv)
 			printf("BENCH lib_event_vs_clock_gettime %.3f ratio\n",
 			       median(ev_cg, ROUNDS));
 		}
+		if (marker_fd >= 0) {
+			printf("BENCH trace_marker_write %.1f ns\n", median(tm, ROUNDS));
+			/* How many times cheaper an event is than a marker line (goal >= 20). */
+			if (evs)
+				printf("BENCH trace_marker_vs_lib_event %.3f ratio\n",
+				       median(tm_ev, ROUNDS));
+		} else {
+			fprintf(stderr, "bench_read_clock: no /sys/kernel/tracing/trace_marker: "
+				"the marker write not measured\n");
+		}
 		printf("BENCH read_clock_ioctl %.1f ns\n", median(rd, ROUNDS));
 		printf("BENCH nop_ioctl %.1f ns\n", median(nop, ROUNDS));
 		printf("BENCH clock_gettime_mono %.1f ns\n", median(cg, ROUNDS));
 		printf("BENCH read_clock_vs_nop_ioctl %.3f ratio\n", median(ratio_nop, ROUNDS));
 		printf("BENCH read_clock_vs_clock_gettime %.3f ratio\n", median(ratio_cg, ROUNDS));
 	}
+	if (marker_fd >= 0)
+		close(marker_fd);
 	if (evs && hgclock_events_close(evs))
 		return fail("hgclock_events_close");
 	if (evs)

@@ -51,6 +51,8 @@ for series in ${HGCLOCK_KERNELS:-6.1 6.12}; do
 		tools/vm/run --kernel "$kver" --append tsc=reliable --timeout 900 \
 			--log-dir "$build/bench/$name.attempt$attempt.vm" -- "
 			insmod '$ko' || exit 1
+			# The marker write bench_read_clock compares events with.
+			mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing
 			rc=0
 			for b in bench_read_clock bench_ring; do
 				'$build'/bench/\$b >/tmp/\$b.out || rc=1
@@ -78,6 +80,8 @@ for series in ${HGCLOCK_KERNELS:-6.1 6.12}; do
 done
 echo "== correlation file compression (tools/bench/compress.sh, no VM)"
 tools/bench/compress.sh || status=1
+echo "== hgclock merge --perf against perf script (tools/bench/perf.sh, no VM)"
+tools/bench/perf.sh || status=1
 if [ "${HGCLOCK_BENCH_MERGE:-1}" != 0 ]; then
 	echo "== hgclock merge against trace-cmd report (tools/bench/merge.sh)"
 	tools/bench/merge.sh || status=1

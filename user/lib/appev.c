@@ -9,22 +9,33 @@
 
 #include "appev.h"
 
+/*
+ * Stores little-endian: a plain copy where the CPU is (x86, the only
+ * place the writer runs: an event's encoding is on its hot path), bytes
+ * one by one elsewhere.
+ */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define HGEV_PUT(p, v)	memcpy((p), &(v), sizeof(v))
+#else
+#define HGEV_PUT(p, v)	do {					\
+		for (size_t _i = 0; _i < sizeof(v); _i++)	\
+			(p)[_i] = (unsigned char)((v) >> (8 * _i)); \
+	} while (0)
+#endif
+
 static void put_le16(unsigned char *p, uint16_t v)
 {
-	p[0] = (unsigned char)v;
-	p[1] = (unsigned char)(v >> 8);
+	HGEV_PUT(p, v);
 }
 
 static void put_le32(unsigned char *p, uint32_t v)
 {
-	for (int i = 0; i < 4; i++)
-		p[i] = (unsigned char)(v >> (8 * i));
+	HGEV_PUT(p, v);
 }
 
 static void put_le64(unsigned char *p, uint64_t v)
 {
-	for (int i = 0; i < 8; i++)
-		p[i] = (unsigned char)(v >> (8 * i));
+	HGEV_PUT(p, v);
 }
 
 static uint16_t get_le16(const unsigned char *p)
@@ -89,8 +100,15 @@ size_t hgev_encode_record(unsigned char *buf, unsigned int kind, unsigned int fl
 			  uint32_t cpu, uint64_t ts, uint32_t tid, const char *name,
 			  const char *text)
 {
-	size_t name_len = name ? strnlen(name, HGEV_NAME_MAX + 1) : 0;
-	size_t text_len = text ? strnlen(text, HGEV_TEXT_MAX + 1) : 0;
+	return hgev_encode_record_len(buf, kind, flags, cpu, ts, tid, name,
+				      name ? strnlen(name, HGEV_NAME_MAX + 1) : 0, text,
+				      text ? strnlen(text, HGEV_TEXT_MAX + 1) : 0);
+}
+
+size_t hgev_encode_record_len(unsigned char *buf, unsigned int kind, unsigned int flags,
+			      uint32_t cpu, uint64_t ts, uint32_t tid, const char *name,
+			      size_t name_len, const char *text, size_t text_len)
+{
 	size_t size;
 
 	if (kind < HGEV_KIND_INSTANT || kind > HGEV_KIND_END || !name_len ||

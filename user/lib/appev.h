@@ -94,6 +94,11 @@ size_t hgev_encode_record(unsigned char *buf, unsigned int kind, unsigned int fl
 			  uint32_t cpu, uint64_t ts, uint32_t tid, const char *name,
 			  const char *text);
 
+/* The same with the lengths known (the writer measured them to check them). */
+size_t hgev_encode_record_len(unsigned char *buf, unsigned int kind, unsigned int flags,
+			      uint32_t cpu, uint64_t ts, uint32_t tid, const char *name,
+			      size_t name_len, const char *text, size_t text_len);
+
 /*
  * Reads and checks the header of @f, leaving it at the first record.
  * 0, or -1 with the reason in @err.

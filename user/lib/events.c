@@ -159,15 +159,16 @@ HGCLOCK_EXPORT int hgclock_event(struct hgclock_events *evs, unsigned int kind,
 				 const char *name, const char *text)
 {
 	uint32_t tid = current_tid();
+	size_t name_len = name ? strnlen(name, HGEV_NAME_MAX + 1) : 0;
+	size_t text_len = text ? strnlen(text, HGEV_TEXT_MAX + 1) : 0;
 	struct hgclock_now now;
 	int used_ioctl, ret;
 	unsigned int flags;
 	uint64_t ts;
 	size_t n;
 
-	if (!evs || !name || kind < HGCLOCK_EVENT_INSTANT || kind > HGCLOCK_EVENT_END ||
-	    !name[0] || strnlen(name, HGEV_NAME_MAX + 1) > HGEV_NAME_MAX ||
-	    (text && strnlen(text, HGEV_TEXT_MAX + 1) > HGEV_TEXT_MAX)) {
+	if (!evs || kind < HGCLOCK_EVENT_INSTANT || kind > HGCLOCK_EVENT_END ||
+	    !name_len || name_len > HGEV_NAME_MAX || text_len > HGEV_TEXT_MAX) {
 		errno = EINVAL;
 		return -1;
 	}
@@ -189,7 +190,8 @@ HGCLOCK_EXPORT int hgclock_event(struct hgclock_events *evs, unsigned int kind,
 		goto out;
 	ts = evs->clock == HGEV_CLOCK_PERF ? now.local_clock_ns : now.sched_clock_ns;
 	flags = used_ioctl ? HGEV_REC_SYSCALL : HGEV_REC_EXACT;
-	n = hgev_encode_record(evs->buf + evs->len, kind, flags, now.cpu, ts, tid, name, text);
+	n = hgev_encode_record_len(evs->buf + evs->len, kind, flags, now.cpu, ts, tid, name,
+				   name_len, text, text_len);
 	evs->len += n;
 out:
 	pthread_mutex_unlock(&evs->lock);

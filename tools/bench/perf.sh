@@ -1,0 +1,41 @@
+#!/bin/bash
+# tools/bench/perf.sh - hgclock merge --perf against perf script on the
+# same perf.data: merge decodes through perf script itself (merge.rst,
+# "perf samples"), so its time is perf script's plus the conversion and
+# the merge; the ratio says what hgclock adds.  Needs no VM: perf records
+# this machine for a few seconds (perf record -a, cpu-clock, 999 Hz), and
+# the merge maps it against the capture of selftests/data (--force: not
+# that machine's; the host samples keep their times).
+#
+#   tools/bench/perf.sh [SECONDS]
+#
+# "BENCH perf.<name> <value> <unit>" lines (make bench); the median of 5
+# runs of each, interleaved.
+set -u -o pipefail
+top=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$top"
+build=${BUILD:-build}
+secs=${1:-5}
+
+command -v perf >/dev/null || { echo "perf.sh: no perf (tools/deps.sh installs linux-perf): skipped" >&2; exit 0; }
+make -s BUILD="$build" user "$build/unit/data/merge.hgc" || exit 1
+tmp=$(mktemp -d /tmp/hgclock-perfbench.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+if ! perf record -q -e cpu-clock -a -F 999 -o "$tmp/perf.data" -- sleep "$secs" >"$tmp/rec.log" 2>&1; then
+	echo "perf.sh: perf record failed: $(tail -n 2 "$tmp/rec.log")" >&2
+	exit 1
+fi
+samples=$(perf script -i "$tmp/perf.data" -F comm,tid,cpu,time,event,ip,sym,dso --ns 2>/dev/null | wc -l)
+ms() { local t0 t1; t0=$(date +%s%N); "$@" >/dev/null 2>&1 || return 1; t1=$(date +%s%N); echo $(((t1 - t0) / 1000000)); }
+ps=() hm=()
+for i in 1 2 3 4 5; do
+	ps+=("$(ms perf script -i "$tmp/perf.data" -F comm,tid,cpu,time,event,ip,sym,dso --ns)") || exit 1
+	hm+=("$(ms "$build/user/hgclock" merge "$build/unit/data/merge.hgc" --perf "$tmp/perf.data" \
+		--force -q -o "$tmp/out.txt")") || { echo "perf.sh: hgclock merge failed" >&2; exit 1; }
+done
+med() { printf '%s\n' "$@" | sort -n | sed -n 3p; }
+p=$(med "${ps[@]}") h=$(med "${hm[@]}")
+echo "BENCH perf.samples $samples samples"
+echo "BENCH perf.perf_script_ms $p ms"
+echo "BENCH perf.merge_ms $h ms"
+awk -v h="$h" -v p="$p" 'BEGIN { if (p > 0) printf "BENCH perf.merge_vs_perf_script %.3f ratio\n", h / p }'
