@@ -164,11 +164,13 @@ static void summary(const struct hgm_par_result *r)
 {
 	fprintf(stderr, "hgclock merge: %" PRIu64 " events", r->nr_events);
 	for (int i = 0; i < r->nr_in; i++) {
+		const char *what = r->in[i].perf ? "perf" : "app";
+
 		if (r->in[i].app && r->in[i].guest < 0)
-			fprintf(stderr, "; host app %" PRIu64, r->in[i].nr_events);
+			fprintf(stderr, "; host %s %" PRIu64, what, r->in[i].nr_events);
 		else if (r->in[i].app)
-			fprintf(stderr, "; guest %d app %" PRIu64 " (%" PRIu64 " unmapped, %" PRIu64
-				" without host CPU)", r->in[i].guest, r->in[i].nr_events,
+			fprintf(stderr, "; guest %d %s %" PRIu64 " (%" PRIu64 " unmapped, %" PRIu64
+				" without host CPU)", r->in[i].guest, what, r->in[i].nr_events,
 				r->in[i].nr_unmapped, r->in[i].nr_no_cpu);
 		else if (r->in[i].guest < 0)
 			fprintf(stderr, "; host %" PRIu64, r->in[i].nr_events);

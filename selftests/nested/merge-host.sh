@@ -69,7 +69,8 @@ rm -f /tmp/stop-moving
 mover=$!
 
 # A host application's events during the recording (the guest runs one
-# too: merge-guest.sh), local clock as the traces.
+# too, and perf, from now on: merge-guest.sh), local clock as the traces.
+guest_send RECORD
 app=
 if [ -x "$HGCLOCK_APP_EVENTS" ]; then
 	"$HGCLOCK_APP_EVENTS" -l -i 100 "$out/host-app.hgev" 900 >/tmp/app.log 2>&1 &
