@@ -22,28 +22,27 @@ guest_sleepers 0.01
 # counted.
 hgclock pairmark --interval 200 >/tmp/pairmark.log 2>&1 &
 pairmark=$!
-echo "GUEST-WAITING"
-# The recording starts: the application and perf run for its length only
-# (their output crosses the console afterwards).
-host_wait RECORD || exit 1
 # An application's own events (tools/examples/hgclock-events.c, through
 # libhgclock's public clock) in perf's clock (the host's application uses
 # the traces' local clock): the merge checks place them as they place the
-# trace's events.  Slow (two slices a second per thread): the file goes
-# to the host on the console.
+# trace's events.  Slow (a slice a second per thread), as perf (5 Hz):
+# their files go to the host on the console, a slow path under nested
+# emulation.
 app=
 if [ -x /bin/hgclock-events ]; then
-	hgclock-events -i 500 /tmp/app.hgev 900 >/tmp/app.log 2>&1 &
+	hgclock-events -i 1000 /tmp/app.hgev 900 >/tmp/app.log 2>&1 &
 	app=$!
 fi
 # perf's samples (cpu-clock, perf's own clock), decoded here where the
 # guest's symbols are: merge --guest-perf maps each to its host CPU.
 perf=
 if command -v perf >/dev/null; then
-	perf record -e cpu-clock -a -F 9 -o /tmp/perf.data >/tmp/perf.log 2>&1 &
+	perf record -e cpu-clock -a -F 5 -o /tmp/perf.data >/tmp/perf.log 2>&1 &
 	perf=$!
 fi
+echo "GUEST-WAITING"
 host_wait DONE || exit 1
+echo "guest: DONE received"
 if [ -n "$perf" ]; then
 	kill -INT $perf
 	wait $perf

@@ -69,8 +69,7 @@ rm -f /tmp/stop-moving
 mover=$!
 
 # A host application's events during the recording (the guest runs one
-# too, and perf, from now on: merge-guest.sh), local clock as the traces.
-guest_send RECORD
+# too, and perf: merge-guest.sh), local clock as the traces.
 app=
 if [ -x "$HGCLOCK_APP_EVENTS" ]; then
 	"$HGCLOCK_APP_EVENTS" -l -i 100 "$out/host-app.hgev" 900 >/tmp/app.log 2>&1 &
@@ -122,7 +121,7 @@ if [ "$spec" = domain:guest ]; then
 		grep -q '^g0 v1 .* kvm-exact}' '$out/merged-record.txt'"
 fi
 guest_send DONE
-guest_wait "guest: done" 120 >/dev/null
+guest_wait "guest: done" 240 >/dev/null
 # The guest application's file, from the console (merge-guest.sh).
 if grep -aq '^APP-EVENTS-END' "$HGCLOCK_GUEST_CONSOLE"; then
 	tr -d '\r' <"$HGCLOCK_GUEST_CONSOLE" |
