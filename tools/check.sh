@@ -357,7 +357,7 @@ for series in $merge_kernels; do
 	[ -n "$kver" ] && [ -f "$build/module/$kver/hgclock.ko" ] || continue
 	name="nested_merge_${series}"
 	logs=$top/$build/nested-merge-$series
-	mapfile -t tc_files < <(vm_tracecmd_guest_files; vm_perf_guest_files)
+	mapfile -t tc_files < <(vm_tracecmd_guest_files)
 	nested_prepare "$name"
 	for attempt in $(seq 1 "$nested_attempts"); do
 		note "nested merge scenario on $kver (attempt $attempt)"
@@ -369,7 +369,6 @@ for series in $merge_kernels; do
 		# 0 and 1), so guest CPU, qemu's CPU number and KVM's vcpu_id
 		# all differ for guest CPU 1.
 		tools/vm/nested --kernel "$kver" --timeout 600 "${tc_files[@]}" \
-			--guest-file "$build/selftests/hgclock-events:bin/hgclock-events" \
 			--env HGCLOCK_APP_EVENTS="$(realpath -m "$build/selftests/hgclock-events")" \
 			--log-dir "$log_dir/$name.attempt$attempt.vm" \
 			--env HGCLOCK_NESTED_LOGS="$logs" \

@@ -231,6 +231,12 @@ int hgm_text_format(struct hgm_text *t, const struct hgm_event *ev)
 			err |= put_str(t, "}", 0, true);
 		}
 	}
+	/* A host application's value its clock could not be converted from. */
+	if (ev->in->guest < 0 && (ev->flags & HGM_EV_UNMAPPED)) {
+		hgm_format_ts(ts, sizeof(ts), ev->in->clock, ev->raw_ts);
+		err |= put_str(t, "  {UNMAPPED: ", 0, true) | put_str(t, ev->in->clock_name, 0, true) |
+		       put_str(t, " ", 0, true) | put_str(t, ts, 0, true) | put_str(t, "}", 0, true);
+	}
 	err |= put_str(t, "\n", 0, true);
 	return err ? -1 : 0;
 }
@@ -453,6 +459,8 @@ int hgm_json_write_event(struct json_writer *w, struct trace_seq *seq, const str
 		json_i64(w, "pid", pid);
 		json_string(w, "info", event_info(seq, ev));
 	}
+	if (ev->in->guest < 0 && (ev->flags & HGM_EV_UNMAPPED))
+		json_string(w, "mapping", "none");
 	if (ev->in->guest >= 0) {
 		json_u64(w, "guest_ts", ev->raw_ts);
 		json_i64(w, "host_cpu", ev->host_cpu);
