@@ -230,7 +230,8 @@ elif [ "$(readlink -f "$tmp/x/lib/$libdir/libhgclock.so")" != "$(readlink -f "$t
 elif ! grep -qx "libdir=/$libdir" "$pc" || ! grep -qx 'includedir=/usr/include' "$pc"; then
 	tap not-ok contents_lib "hgclock.pc: $(grep dir= "$pc" | tr '\n' ' ')"
 elif [ "$(nm -D --defined-only "$tmp/x/lib/$so_real" | awk '{ print $3 }' | sed 's/@@.*//' | sort)" != \
-	"$( { echo HGCLOCK_1.0; grep -oE '^[a-z][a-z_ ]*[ *]hgclock_[a-z_0-9]+\(' \
+	"$( { sed -n 's/^\(HGCLOCK_[0-9.]*\) {$/\1/p' user/lib/libhgclock.map
+	      grep -oE '^[a-z][a-z_ ]*[ *]hgclock_[a-z_0-9]+\(' \
 		user/lib/include/hgclock/hgclock.h | grep -oE 'hgclock_[a-z_0-9]+\($' | tr -d '('; } |
 		sort)" ]; then
 	tap not-ok contents_lib "the packaged library exports other symbols than <hgclock/hgclock.h> declares"

@@ -249,7 +249,11 @@ def perf_placement(apps, hperf_ev, gperf_ev, apic, kvm, keys):
     each guest sample, taken while its vCPU ran the guest, in guest mode
     on the host CPU of its vCPU's kvm_entry."""
     if "--perf" not in apps:
-        tap(False, "perf_host_samples", "the host's perf record wrote no file")
+        # perf record in the host VM patches kernel text (merge-host.sh):
+        # not run there, said.
+        for name in ("perf_host_samples", "perf_guest_samples_in_guest_mode"):
+            skip(name, "no perf record in the nested VMs (it patches kernel text under "
+                 "multi-threaded TCG: Oops int3)")
         return
     unmapped = sum(1 for e in hperf_ev if e["args"].get("mapping") == "none")
     tap(len(hperf_ev) > 0 and not unmapped, "perf_host_samples",
