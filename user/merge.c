@@ -128,11 +128,24 @@ static int check_trace_data(struct hgm_input *in, char *err, size_t err_len)
  * the file system's clock would pass unread: not what a merge's inputs do
  * while it runs.)  The record lives as long as the merge, not the process.
  */
+/*
+ * What check_app_file() found in an application or perf event file, kept
+ * so that the other workers take it instead of reading the file again.
+ */
+struct hgm_app_summary {
+	int nr_cpus;
+	uint64_t records, tail_bytes;
+	uint64_t *last_ts;		/* nr_cpus entries */
+	uint32_t *tids;			/* nr_tids entries, at most HGM_APP_TIDS */
+	int nr_tids;
+};
+
 struct hgm_checked_file {
 	dev_t dev;
 	ino_t ino;
 	off_t size;
 	struct timespec mtime;
+	struct hgm_app_summary *app;	/* an event file's results; NULL: a trace.dat */
 };
 
 struct hgm_checked {
@@ -157,28 +170,42 @@ void hgm_checked_free(struct hgm_checked *c)
 	if (!c)
 		return;
 	pthread_mutex_destroy(&c->lock);
+	for (size_t i = 0; i < c->nr; i++) {
+		struct hgm_app_summary *a = c->files[i].app;
+
+		if (a) {
+			free(a->last_ts);
+			free(a->tids);
+			free(a);
+		}
+	}
 	free(c->files);
 	free(c);
 }
 
-static bool checked_has(const struct hgm_checked *c, const struct stat *st)
+/* The pass remembered for this file, checked as @app says, or NULL. */
+static const struct hgm_checked_file *checked_find(const struct hgm_checked *c,
+						   const struct stat *st, bool app)
 {
 	for (size_t i = 0; i < c->nr; i++) {
 		const struct hgm_checked_file *f = &c->files[i];
 
 		if (f->dev == st->st_dev && f->ino == st->st_ino && f->size == st->st_size &&
 		    f->mtime.tv_sec == st->st_mtim.tv_sec &&
-		    f->mtime.tv_nsec == st->st_mtim.tv_nsec)
-			return true;
+		    f->mtime.tv_nsec == st->st_mtim.tv_nsec && !!f->app == app)
+			return f;
 	}
-	return false;
+	return NULL;
 }
 
 /*
- * Remembers a pass.  Out of memory, or beyond the limit, it is not
- * remembered: the file is checked again, which costs time, not results.
+ * Remembers a pass, and for an event file what its check found (@app,
+ * which the record then owns; freed here when it cannot be kept).  Out of
+ * memory, or beyond the limit, nothing is remembered: the file is checked
+ * again, which costs time, not results.
  */
-static void checked_add(struct hgm_checked *c, const struct stat *st)
+static void checked_add(struct hgm_checked *c, const struct stat *st,
+			struct hgm_app_summary *app)
 {
 	if (c->nr == c->cap) {
 		size_t cap = c->cap ? c->cap * 2 : 8;
@@ -187,16 +214,24 @@ static void checked_add(struct hgm_checked *c, const struct stat *st)
 		if (cap > 2 * HGM_MAX_INPUTS)
 			cap = 2 * HGM_MAX_INPUTS;
 		if (cap <= c->nr || cap > SIZE_MAX / sizeof(*p))
-			return;
+			goto forget;
 		p = realloc(c->files, cap * sizeof(*p));
 		if (!p)
-			return;
+			goto forget;
 		c->files = p;
 		c->cap = cap;
 	}
 	c->files[c->nr++] = (struct hgm_checked_file){
 		.dev = st->st_dev, .ino = st->st_ino, .size = st->st_size, .mtime = st->st_mtim,
+		.app = app,
 	};
+	return;
+forget:
+	if (app) {
+		free(app->last_ts);
+		free(app->tids);
+		free(app);
+	}
 }
 
 static int check_trace_data_once(struct hgm_checked *c, struct hgm_input *in, char *err,
@@ -208,13 +243,13 @@ static int check_trace_data_once(struct hgm_checked *c, struct hgm_input *in, ch
 	if (!c || stat(in->path, &st))
 		return check_trace_data(in, err, err_len);
 	pthread_mutex_lock(&c->lock);
-	if (checked_has(c, &st)) {
+	if (checked_find(c, &st, false)) {
 		pthread_mutex_unlock(&c->lock);
 		return 0;
 	}
 	ret = check_trace_data(in, err, err_len);
 	if (!ret)
-		checked_add(c, &st);
+		checked_add(c, &st, NULL);
 	pthread_mutex_unlock(&c->lock);
 	return ret;
 }
@@ -309,17 +344,23 @@ static int add_input(struct hgm *m, const char *path, int guest, char *err, size
 	return 0;
 }
 
-int hgm_add_input(struct hgm *m, const char *path, int guest, char *err, size_t err_len)
+/*
+ * After a failed add: while no input is open there is nothing for
+ * hgm_close() to do, as before the first add, so the array goes too.
+ */
+static int added(struct hgm *m, int ret)
 {
-	int ret = add_input(m, path, guest, err, err_len);
-
-	/* Nothing to hgm_close() while no input is open, as before the first. */
 	if (ret && !m->nr_in) {
 		free(m->in);
 		m->in = NULL;
 		m->cap_in = 0;
 	}
 	return ret;
+}
+
+int hgm_add_input(struct hgm *m, const char *path, int guest, char *err, size_t err_len)
+{
+	return added(m, add_input(m, path, guest, err, err_len));
 }
 
 /* ---- application event files ---- */
@@ -403,6 +444,74 @@ static int check_app_file(struct hgm_input *in, FILE *f, char *err, size_t err_l
 	return 0;
 }
 
+/* A copy of @n values of @size bytes, or NULL (also for none). */
+static void *dup_array(const void *src, size_t n, size_t size)
+{
+	void *p;
+
+	if (!n || n > SIZE_MAX / size)
+		return NULL;
+	p = malloc(n * size);
+	if (p)
+		memcpy(p, src, n * size);
+	return p;
+}
+
+/*
+ * check_app_file() once per file and merge, as check_trace_data_once():
+ * the first worker reads the file, the others copy what it found.
+ */
+static int check_app_file_once(struct hgm_checked *c, struct hgm_input *in, FILE *f,
+			       char *err, size_t err_len)
+{
+	const struct hgm_checked_file *hit;
+	struct hgm_app_summary *a;
+	struct stat st;
+	int ret;
+
+	if (!c || fstat(fileno(f), &st))
+		return check_app_file(in, f, err, err_len);
+	pthread_mutex_lock(&c->lock);
+	hit = checked_find(c, &st, true);
+	if (hit) {
+		const struct hgm_app_summary *h = hit->app;
+
+		in->app_tids = calloc(HGM_APP_TIDS, sizeof(*in->app_tids));
+		in->app_last_ts = dup_array(h->last_ts, (size_t)h->nr_cpus, sizeof(*h->last_ts));
+		pthread_mutex_unlock(&c->lock);
+		if (!in->app_tids || (h->nr_cpus && !in->app_last_ts)) {
+			set_err(err, err_len, "%s: out of memory", in->path);
+			return HGM_E_SYSTEM;
+		}
+		/* The record is not changed or freed before the merge ends. */
+		if (h->nr_tids)
+			memcpy(in->app_tids, h->tids, (size_t)h->nr_tids * sizeof(*h->tids));
+		in->nr_app_tids = h->nr_tids;
+		in->nr_cpus = h->nr_cpus;
+		in->app_records = h->records;
+		in->app_tail_bytes = h->tail_bytes;
+		return 0;
+	}
+	ret = check_app_file(in, f, err, err_len);
+	if (!ret && (a = calloc(1, sizeof(*a)))) {
+		a->nr_cpus = in->nr_cpus;
+		a->records = in->app_records;
+		a->tail_bytes = in->app_tail_bytes;
+		a->nr_tids = in->nr_app_tids;
+		a->last_ts = dup_array(in->app_last_ts, (size_t)in->nr_cpus, sizeof(*a->last_ts));
+		a->tids = dup_array(in->app_tids, (size_t)in->nr_app_tids, sizeof(*a->tids));
+		if ((in->nr_cpus && !a->last_ts) || (in->nr_app_tids && !a->tids)) {
+			free(a->last_ts);
+			free(a->tids);
+			free(a);
+		} else {
+			checked_add(c, &st, a);
+		}
+	}
+	pthread_mutex_unlock(&c->lock);
+	return ret;
+}
+
 static int add_app_input(struct hgm *m, const char *path, const char *open_path, bool perf,
 			 int guest, char *err, size_t err_len)
 {
@@ -440,7 +549,7 @@ static int add_app_input(struct hgm *m, const char *path, const char *open_path,
 	in->app_pid = h.pid;
 	memcpy(in->app_comm, h.comm, sizeof(in->app_comm));
 	memcpy(in->app_nodename, h.nodename, sizeof(in->app_nodename));
-	ret = check_app_file(in, f, err, err_len);
+	ret = check_app_file_once(m->checked, in, f, err, err_len);
 	fclose(f);
 	if (ret) {
 		free(in->app_last_ts);
@@ -451,29 +560,16 @@ static int add_app_input(struct hgm *m, const char *path, const char *open_path,
 	return 0;
 }
 
-static int add_app_spec(struct hgm *m, const char *path, const char *open_path, bool perf,
-			int guest, char *err, size_t err_len)
-{
-	int ret = add_app_input(m, path, open_path, perf, guest, err, err_len);
-
-	if (ret && !m->nr_in) {
-		free(m->in);
-		m->in = NULL;
-		m->cap_in = 0;
-	}
-	return ret;
-}
-
 int hgm_add_app_input(struct hgm *m, const char *path, int guest, char *err, size_t err_len)
 {
-	return add_app_spec(m, path, path, false, guest, err, err_len);
+	return added(m, add_app_input(m, path, path, false, guest, err, err_len));
 }
 
 int hgm_add_spec(struct hgm *m, const struct hgm_input_spec *in, char *err, size_t err_len)
 {
 	if (in->app)
-		return add_app_spec(m, in->path, in->open_path ? in->open_path : in->path, in->perf,
-				    in->guest, err, err_len);
+		return added(m, add_app_input(m, in->path, in->open_path ? in->open_path : in->path,
+					      in->perf, in->guest, err, err_len));
 	return hgm_add_input(m, in->path, in->guest, err, err_len);
 }
 

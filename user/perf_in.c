@@ -169,20 +169,21 @@ static bool take_head(const char **s, struct hg_perf_sample *ps)
 
 int hg_perf_parse_line(const char *line, struct hg_perf_sample *ps)
 {
-	const char *p, *head = NULL, *ev, *rest, *end;
+	const char *p = NULL, *head, *ev, *rest, *end;
 	size_t n;
 
 	memset(ps, 0, sizeof(*ps));
-	/* The first place where " TID [CPU] SEC.NSEC: " parses: after COMM. */
-	for (p = line; *p; p++)
-		if (*p == ' ' && take_head(&(const char *){ p }, ps)) {
-			head = p;
+	/*
+	 * The first place where " TID [CPU] SEC.NSEC: " parses: after COMM.
+	 * take_head() fills @ps and moves p past the head only when it parses.
+	 */
+	for (head = line; *head; head++) {
+		p = head;
+		if (*head == ' ' && take_head(&p, ps))
 			break;
-		}
-	if (!head)
+	}
+	if (!*head)
 		return -1;
-	p = head;
-	take_head(&p, ps);
 	/* COMM: what precedes, without the padding. */
 	while (line < head && *line == ' ')
 		line++;

@@ -216,11 +216,12 @@ def main():
             "trace-cmd report: %d events, hgclock merge: %d" % (count, want))
 
 
-def in_guest_mode(evs, vcpu_of, apic, kvm, keys):
-    """Of guest events @evs mapped (not "none"): how many lie between a
-    kvm_entry and the next kvm_exit of their vCPU on the host CPU the
-    merge names (inside), outside, on another CPU, at the trace's edges;
-    and how many are unmapped between mapped ones (gaps), kvm-exact."""
+def in_guest_mode(name, what, evs, vcpu_of, apic, kvm, keys):
+    """Test @name: every guest event of @evs (@what, plural) that is
+    mapped (not "none") is kvm-exact and lies between a kvm_entry and the
+    next kvm_exit of its vCPU on the host CPU the merge names; none is
+    unmapped between mapped ones; events at the host trace's edges are
+    counted, not judged."""
     import bisect
     mapped = [e for e in evs if e["args"].get("mapping") not in (None, "none")]
     raw = [int(e["args"]["guest_ts"]) for e in mapped]
@@ -241,7 +242,12 @@ def in_guest_mode(evs, vcpu_of, apic, kvm, keys):
             cpu_bad += e["args"]["host_cpu"] != cpu
         else:
             outside += 1
-    return len(mapped), exact, gaps, inside, outside, cpu_bad, edge
+    tap(not gaps and exact == len(mapped) and inside > 0 and outside == 0 and cpu_bad == 0,
+        name,
+        "%d of %d %s mapped (%d kvm-exact, %d unmapped within the mapped span); of those in "
+        "the host trace's span %d in guest mode on their kvm_entry's host CPU, %d outside, "
+        "%d on another CPU (%d at the edges)" %
+        (len(mapped), len(evs), what, exact, gaps, inside, outside, cpu_bad, edge))
 
 
 def perf_placement(apps, hperf_ev, gperf_ev, apic, kvm, keys):
@@ -263,14 +269,8 @@ def perf_placement(apps, hperf_ev, gperf_ev, apic, kvm, keys):
         skip("perf_guest_samples_in_guest_mode",
              "no file channel out of the nested guest (its console starves it)")
         return
-    mapped, exact, gaps, inside, outside, cpu_bad, edge = \
-        in_guest_mode(gperf_ev, lambda e: e["tid"], apic, kvm, keys)
-    tap(not gaps and exact == mapped and inside > 0 and outside == 0 and cpu_bad == 0,
-        "perf_guest_samples_in_guest_mode",
-        "%d of %d guest samples mapped (%d kvm-exact, %d unmapped within the mapped span); "
-        "of those in the host trace's span %d in guest mode on their kvm_entry's host CPU, "
-        "%d outside, %d on another CPU (%d at the edges)" %
-        (mapped, len(gperf_ev), exact, gaps, inside, outside, cpu_bad, edge))
+    in_guest_mode("perf_guest_samples_in_guest_mode", "guest samples", gperf_ev,
+                  lambda e: e["tid"], apic, kvm, keys)
 
 
 def perf_report(path, hperf_ev, gperf_ev):
@@ -327,14 +327,8 @@ def app_placement(apps, happ_ev, gapp_ev, apic, kvm, keys, guest_events):
         return
     # The application ran longer than the recording: its events before
     # the first and after the last mapping are unmapped, none between.
-    mapped, exact, gaps, inside, outside, cpu_bad, edge = \
-        in_guest_mode(gapp_ev, lambda e: e["args"]["vcpu"], apic, kvm, keys)
-    tap(not gaps and exact == mapped and inside > 0 and outside == 0 and cpu_bad == 0,
-        "app_guest_events_in_guest_mode",
-        "%d of %d guest application events mapped (%d kvm-exact, %d unmapped within the "
-        "mapped span); of those in the host trace's span %d in guest mode on their "
-        "kvm_entry's host CPU, %d outside, %d on another CPU (%d at the edges)" %
-        (mapped, len(gapp_ev), exact, gaps, inside, outside, cpu_bad, edge))
+    in_guest_mode("app_guest_events_in_guest_mode", "guest application events", gapp_ev,
+                  lambda e: e["args"]["vcpu"], apic, kvm, keys)
     slices_nest(happ_ev, gapp_ev)
     syscall_brackets(gapp_ev, guest_events)
 

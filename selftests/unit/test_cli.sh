@@ -700,6 +700,16 @@ mkapp app-perf.hgev 1 hgclock-vm 0
 run -- "${merge_in[@]}" --app app-perf.hgev -o app.txt
 expect merge_app_perf_clock_accepted 0
 if [ "$(grep -c ' app:req ' app.txt)" = 2 ]; then ok merge_app_perf_clock_lines; else not_ok merge_app_perf_clock_lines "$(grep -c app: app.txt) app lines"; fi
+# Several workers each open the event file; one reads it, the others take
+# what it found (merge.c's hgm_checked): the same lines, the same warning.
+run -- merge merge.hgc host.dat guest.dat --app app-host.hgev --threads 1 -o app-t1.txt
+run -- merge merge.hgc host.dat guest.dat --app app-host.hgev --threads 3 -o app-t3.txt
+expect merge_app_threads_cut_short_said 0 'app-host.hgev: its last 20 bytes are a record cut short'
+if [ -s app-t1.txt ] && cmp -s app-t1.txt app-t3.txt && [ "$(grep -c ' app:req ' app-t3.txt)" = 2 ]; then
+	ok merge_app_threads_same_lines
+else
+	not_ok merge_app_threads_same_lines "$(diff app-t1.txt app-t3.txt | head -3 | tr '\n' '|')"
+fi
 printf 'not events\n' >notapp.txt
 run -- "${merge_in[@]}" --app notapp.txt -o app.txt
 expect merge_app_not_an_event_file 6 'notapp.txt: not an hgclock application event file'
