@@ -48,7 +48,7 @@ TOOL_SRCS := user/hgclock.c user/util.c user/output.c user/json.c \
 # Input parsing and plot axes, also unit-tested (test_lib)
 TOOL_SRCS += user/vcpu_lines.c user/plot_axis.c
 # Finding a guest's VM (record --guest domain:NAME), unit-tested (test_vmfind)
-TOOL_SRCS += user/vmfind.c user/perf_in.c user/merge_report.c
+TOOL_SRCS += user/vmfind.c user/perf_in.c user/merge_report.c user/merge_filter.c
 # pairmark (guest side) and reading its markers from a guest trace.dat (host side)
 TOOL_SRCS += user/cmd_pairmark.c user/markpair_trace.c
 LIB := $(BUILD)/user/libhgclock.a
@@ -210,11 +210,12 @@ $(BUILD)/unit/data/%: selftests/data/%.xz
 	xz -dc $< >$@.tmp && mv $@.tmp $@
 
 $(BUILD)/unit/test_merge: selftests/unit/test_merge.c user/merge.c user/merge_out.c user/merge_par.c \
-		user/perf_in.c user/perf_in.h user/merge_report.c \
+		user/perf_in.c user/perf_in.h user/merge_report.c user/merge_filter.c \
 		user/json.c user/merge.h selftests/unit/gen.h $(LIB) $(KSFT_HDR) $(MERGE_DATA)
 	@mkdir -p $(dir $@)
 	$(CC) $(SELFTEST_CFLAGS) $(TRACECMD_CFLAGS) -o $@ selftests/unit/test_merge.c user/merge.c \
-		user/merge_out.c user/merge_par.c user/json.c user/perf_in.c user/merge_report.c $(LIB) $(TRACECMD_LIBS) $(ZSTD_LIBS) \
+		user/merge_out.c user/merge_par.c user/json.c user/perf_in.c user/merge_report.c \
+		user/merge_filter.c $(LIB) $(TRACECMD_LIBS) $(ZSTD_LIBS) \
 		-lpthread -lm
 
 # The tool's command line against the recording and the docs (a script;

@@ -99,7 +99,8 @@ static void merge_usage(FILE *out)
 		"                     [--sort KEYS]\n"
 		"                     [-o FILE] [--json FILE] [--no-text]\n"
 		"                     [--method auto|kvm-exact|exit|probe|marker] [--recompute]\n"
-		"                     [--threads N]\n"
+		"                     [--threads N] [--from TIME] [--to TIME] [--guests LIST]\n"
+		"                     [--vcpus LIST] [--events LIST]...\n"
 		"                     [--progress|--no-progress] [--quiet] [--force]\n"
 		"Merges trace-cmd trace.dat files of a host and its guests into one timeline\n"
 		"in the host's clock, with the mapping in the correlation file CORR (from\n"
@@ -126,6 +127,15 @@ static void merge_usage(FILE *out)
 		"  --threads N         decode and format on N threads (default: the CPUs, <= 8)\n"
 		"  --progress          a progress line on standard error (default on a tty)\n"
 		"  --quiet             no summary on standard error\n"
+		"  --from TIME, --to TIME  only the events in this window of host time\n"
+		"                      (SECONDS[.FRACTION] as the lines print it; a TSC count\n"
+		"                      on x86-tsc); the merge stops reading after --to\n"
+		"  --guests LIST       only these machines' events: guest numbers, ranges N-M\n"
+		"                      and 'host' (e.g. host,0); the others are not read\n"
+		"  --vcpus LIST        of the guests, only these CPUs (the V of \"vV\")\n"
+		"  --events LIST       only these events, as trace-cmd record -e names them:\n"
+		"                      SYSTEM, EVENT, SYSTEM:EVENT, globs, 'all'; app:NAME and\n"
+		"                      perf:EVENT for application events and perf samples\n"
 		"  --force             merge inputs that do not look like they belong together\n"
 		"                      (a host trace recorded elsewhere, one file given twice,\n"
 		"                      a guest trace recorded on another guest)\n"
@@ -163,6 +173,9 @@ void hgm_guest_spec(const char *spec, int *next_id, struct hgm_input_spec *in)
 static void summary(const struct hgm_par_result *r)
 {
 	fprintf(stderr, "hgclock merge: %" PRIu64 " events", r->nr_events);
+	if (r->filtered)
+		fprintf(stderr, " shown (%" PRIu64 " more read and left out by the filter)",
+			r->nr_filtered);
 	for (int i = 0; i < r->nr_in; i++) {
 		const char *what = r->in[i].perf ? "perf" : "app";
 
@@ -231,6 +244,7 @@ static int merge_one_thread(const struct hgm_par *par, struct hgm_par_result *re
 	outs.json = NULL;
 	memset(res, 0, sizeof(*res));
 	res->nr_events = m.nr_events;
+	res->nr_filtered = m.nr_filtered;
 	memcpy(res->by_method, m.by_method, sizeof(res->by_method));
 	res->max_bound_ns = m.max_bound_ns;
 	res->nr_in = m.nr_in;
@@ -598,6 +612,9 @@ static int convert_perf(struct hgm_input_spec *in, int n, char (*tmp)[PATH_MAX],
 	return HGCLOCK_EXIT_OK;
 }
 
+/* merge's long options without a letter */
+enum { OPT_FROM = 1000, OPT_TO, OPT_GUESTS, OPT_VCPUS, OPT_EVENTS };
+
 int cmd_merge(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -619,9 +636,16 @@ int cmd_merge(int argc, char **argv)
 		{ "no-progress", no_argument, NULL, 'P' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "force", no_argument, NULL, 'F' },
+		{ "from", required_argument, NULL, OPT_FROM },
+		{ "to", required_argument, NULL, OPT_TO },
+		{ "guests", required_argument, NULL, OPT_GUESTS },
+		{ "vcpus", required_argument, NULL, OPT_VCPUS },
+		{ "events", required_argument, NULL, OPT_EVENTS },
 		{ "help", no_argument, NULL, 'h' },
 		{}
 	};
+	static struct hgm_filter filter;	/* 2 KiB of vCPU bits: not on the stack */
+	bool filtering = false;
 	struct hgm_input_spec inputs[HGM_MAX_INPUTS];
 	const char *guest_specs[HGSYNC_MAX_GUESTS];
 	struct hgm_input_spec app_specs[HGM_MAX_APPS];
@@ -721,6 +745,26 @@ int cmd_merge(int argc, char **argv)
 			break;
 		case 'F':
 			force = true;
+			break;
+		case OPT_FROM:
+		case OPT_TO:
+		case OPT_GUESTS:
+		case OPT_VCPUS:
+		case OPT_EVENTS:
+			if ((c == OPT_FROM && hgm_filter_parse_time(optarg, &filter.from, err,
+								      sizeof(err))) ||
+			    (c == OPT_TO && hgm_filter_parse_time(optarg, &filter.to, err,
+								    sizeof(err))) ||
+			    (c == OPT_GUESTS && hgm_filter_parse_guests(&filter, optarg, err,
+									sizeof(err))) ||
+			    (c == OPT_VCPUS && hgm_filter_parse_vcpus(&filter, optarg, err,
+								      sizeof(err))) ||
+			    (c == OPT_EVENTS && hgm_filter_parse_events(&filter, optarg, err,
+									sizeof(err)))) {
+				hg_err("%s", err);
+				return HGCLOCK_EXIT_USAGE;
+			}
+			filtering = true;
 			break;
 		case 'h':
 			merge_usage(stdout);
@@ -858,8 +902,10 @@ int cmd_merge(int argc, char **argv)
 	par.text = tout;
 	par.json = jout;
 	par.progress = progress < 0 ? isatty(STDERR_FILENO) : progress;
+	par.opt.filter = filtering ? &filter : NULL;
 	rc = threads > 1 ? hgm_par_run(&par, &res, err, sizeof(err)) :
 			   merge_one_thread(&par, &res, err, sizeof(err));
+	res.filtered = filtering;
 	if (rc) {
 		/* A failed write: the output is named, and the old file stays. */
 		if (tout && ferror(tout))

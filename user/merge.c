@@ -661,7 +661,6 @@ static void annotate_guest(struct hgm *m, struct hgm_stream *st)
 		ev->bound_ns = HGSYNC_NO_BOUND;
 		if (!hgsync_vcpu_place(m->sync, (uint32_t)st->in->guest, st->cpu, 0, &p))
 			ev->host_tid = p.tid;
-		st->in->nr_unmapped++;
 		return;
 	}
 	/*
@@ -674,21 +673,15 @@ static void annotate_guest(struct hgm *m, struct hgm_stream *st)
 	ev->method = r.method;
 	ev->bound_ns = r.bound_ns;
 	st->last_host_ts = r.host_value;
-	if (r.method < sizeof(m->by_method) / sizeof(m->by_method[0]))
-		m->by_method[r.method]++;
-	if (r.bound_ns != HGSYNC_NO_BOUND && r.bound_ns > m->max_bound_ns)
-		m->max_bound_ns = r.bound_ns;
 	if (!r.host_tsc ||
 	    hgsync_vcpu_place(m->sync, (uint32_t)st->in->guest, st->cpu, r.host_tsc, &p)) {
 		ev->flags |= HGM_EV_NO_HOST_CPU;
-		st->in->nr_no_cpu++;
 		return;
 	}
 	ev->host_tid = p.tid;
 	ev->host_cpu = p.host_cpu;
 	if (p.host_cpu < 0) {
 		ev->flags |= HGM_EV_NO_HOST_CPU;
-		st->in->nr_no_cpu++;
 		return;
 	}
 	if (!p.running)
@@ -731,7 +724,6 @@ static bool app_stream_next(struct hgm *m, struct hgm_stream *st)
 			/* As a guest event without mapping: kept, in its stream's place. */
 			ev->flags |= HGM_EV_UNMAPPED;
 			ev->host_ts = st->last_host_ts;
-			st->in->nr_unmapped++;
 		} else {
 			st->last_host_ts = ev->host_ts;
 		}
@@ -797,6 +789,35 @@ static uint64_t stream_last_ts(struct hgm *m, struct hgm_stream *st)
 	return r.host_value;
 }
 
+/*
+ * The filter's window in the timeline's clock, and its guests checked
+ * against the correlation.  0, or -1 with @err.
+ */
+static int start_filter(struct hgm *m, const struct hgsync *sync, char *err, size_t err_len)
+{
+	const struct hgm_filter *f = m->opt.filter;
+
+	m->from_ts = 0;
+	m->to_ts = UINT64_MAX;
+	if (!f)
+		return 0;
+	if ((f->from.set && hgm_filter_resolve_time(&f->from, m->host_clock, &m->from_ts,
+						    "--from", err, err_len)) ||
+	    (f->to.set && hgm_filter_resolve_time(&f->to, m->host_clock, &m->to_ts, "--to",
+						  err, err_len)))
+		return -1;
+	if (m->from_ts > m->to_ts) {
+		set_err(err, err_len, "--from is after --to: nothing to show");
+		return -1;
+	}
+	for (int g = 0; f->guests_set && g < HGSYNC_MAX_GUESTS; g++)
+		if (hgm_filter_machine(f, g) && !hgsync_guest_known(sync, (uint32_t)g)) {
+			set_err(err, err_len, "--guests: the correlation file has no guest %d", g);
+			return -1;
+		}
+	return 0;
+}
+
 int hgm_start(struct hgm *m, const struct hgsync *sync, const struct hgm_options *opt,
 	      char *err, size_t err_len)
 {
@@ -818,6 +839,8 @@ int hgm_start(struct hgm *m, const struct hgsync *sync, const struct hgm_options
 	for (int i = m->nr_in - 1; i >= 0; i--)
 		if (!m->in[i].app)
 			m->host_clock = m->in[i].clock;
+	if (start_filter(m, sync, err, err_len))
+		return HGM_E_INPUT;
 	for (int i = 0; i < m->nr_in; i++) {
 		struct hgm_input *in = &m->in[i];
 
@@ -882,6 +905,9 @@ int hgm_start(struct hgm *m, const struct hgsync *sync, const struct hgm_options
 
 			if (m->opt.nr_shards > 1 && n % m->opt.nr_shards != m->opt.shard)
 				continue;
+			/* Machines the filter leaves out: not read. */
+			if (!hgm_filter_machine(m->opt.filter, m->in[i].guest))
+				continue;
 			st = &m->streams[m->nr_streams++];
 
 			st->in = &m->in[i];
@@ -940,6 +966,111 @@ static void progress(struct hgm *m, bool done)
 	fprintf(stderr, "\rmerge: %3u%% %" PRIu64 " events%s", pct, m->nr_events, done ? "\n" : "");
 }
 
+/* Does --events name @ev?  A trace event's answer is kept per event id. */
+static bool name_kept(const struct hgm_filter *f, const struct hgm_event *ev)
+{
+	struct hgm_input *in = (struct hgm_input *)ev->in;
+	char name[64];
+
+	if (ev->app) {
+		if (!ev->in->perf)
+			return hgm_filter_name(f, "app", ev->app->name);
+		snprintf(name, sizeof(name), "%.*s", (int)strcspn(ev->app->text, " "),
+			 ev->app->text);
+		return hgm_filter_name(f, "perf", name);
+	}
+	if (!ev->event)
+		return hgm_filter_name(f, "", "unknown");
+	if (ev->event->id < 0 || ev->event->id > 65535)
+		return hgm_filter_name(f, ev->event->system, ev->event->name);
+	if (ev->event->id >= in->nr_name_keep) {
+		int n = ev->event->id + 1 > 256 ? ev->event->id + 1 : 256;
+		uint8_t *p = realloc(in->name_keep, (size_t)n);
+
+		if (!p)
+			return hgm_filter_name(f, ev->event->system, ev->event->name);
+		memset(p + in->nr_name_keep, 0, (size_t)(n - in->nr_name_keep));
+		in->name_keep = p;
+		in->nr_name_keep = n;
+	}
+	if (!in->name_keep[ev->event->id])
+		in->name_keep[ev->event->id] =
+			hgm_filter_name(f, ev->event->system, ev->event->name) ? 1 : 2;
+	return in->name_keep[ev->event->id] == 1;
+}
+
+/*
+ * How far past --to the merge reads before it stops: a guest stream's
+ * mapped times may step back a little across a change of segment
+ * (annotate_guest()), so an event just inside the window can follow one
+ * just outside.  A second (or 2^32 TSC counts) is far more than any step.
+ */
+#define HGM_TO_SLACK	(1ULL << 32)
+
+static bool event_shown(struct hgm *m, const struct hgm_event *ev)
+{
+	const struct hgm_filter *f = m->opt.filter;
+
+	if (!f)
+		return true;
+	if (ev->host_ts < m->from_ts || ev->host_ts > m->to_ts)
+		return false;
+	/* A guest's CPUs are all read (see learn()), the ones asked for shown. */
+	if (ev->in->guest >= 0 && !hgm_filter_vcpu(f, ev->cpu))
+		return false;
+	return !f->nr_events || name_kept(f, ev);
+}
+
+/*
+ * An event the filter leaves out still teaches its trace's names: the
+ * sched_switch and sched_wakeup print handlers (libtraceevent's sched
+ * plugin) register the task names they print, which later lines of
+ * every CPU of that trace then show instead of "<...>".  Formatted into
+ * a scratch buffer, these events keep a filtered merge's lines the same
+ * as the unfiltered merge's.  (So a guest's vCPUs are all read even when
+ * --vcpus shows some: they share one list of names.)
+ */
+static void learn(struct hgm *m, const struct hgm_event *ev)
+{
+	const char *name;
+
+	if (!ev->rec || !ev->event || strcmp(ev->event->system, "sched"))
+		return;
+	name = ev->event->name;
+	if (strcmp(name, "sched_switch") && strcmp(name, "sched_wakeup") &&
+	    strcmp(name, "sched_wakeup_new"))
+		return;
+	if (!m->learn_seq) {
+		m->learn_seq = malloc(sizeof(*m->learn_seq));
+		if (!m->learn_seq)
+			return;
+		trace_seq_init(m->learn_seq);
+	}
+	tep_print_event(ev->in->tep, m->learn_seq, ev->rec, "%s", TEP_PRINT_INFO);
+	trace_seq_reset(m->learn_seq);
+}
+
+/* The summary's counts, of the events shown. */
+static void count_event(struct hgm *m, const struct hgm_event *ev)
+{
+	struct hgm_input *in = (struct hgm_input *)ev->in;
+
+	in->nr_events++;
+	m->nr_events++;
+	if (ev->flags & HGM_EV_UNMAPPED) {
+		in->nr_unmapped++;
+		return;
+	}
+	if (ev->flags & HGM_EV_NO_HOST_CPU)
+		in->nr_no_cpu++;
+	if (in->guest < 0)
+		return;
+	if (ev->method < sizeof(m->by_method) / sizeof(m->by_method[0]))
+		m->by_method[ev->method]++;
+	if (ev->bound_ns != HGSYNC_NO_BOUND && ev->bound_ns > m->max_bound_ns)
+		m->max_bound_ns = ev->bound_ns;
+}
+
 int hgm_run(struct hgm *m, int (*emit)(void *ctx, const struct hgm_event *ev), void *ctx)
 {
 	int ret = 0;
@@ -947,9 +1078,16 @@ int hgm_run(struct hgm *m, int (*emit)(void *ctx, const struct hgm_event *ev), v
 	while (m->heap_len) {
 		struct hgm_stream *st = m->heap[0];
 
-		ret = emit(ctx, &st->ev);
-		st->in->nr_events++;
-		m->nr_events++;
+		/* The heap's least time is past the window (and its slack): done. */
+		if (st->ev.host_ts > m->to_ts && st->ev.host_ts - m->to_ts > HGM_TO_SLACK)
+			break;
+		if (event_shown(m, &st->ev)) {
+			ret = emit(ctx, &st->ev);
+			count_event(m, &st->ev);
+		} else {
+			learn(m, &st->ev);
+			m->nr_filtered++;
+		}
 		if (st->ev.rec)
 			tracecmd_free_record(st->ev.rec);
 		st->ev.rec = NULL;
@@ -959,7 +1097,7 @@ int hgm_run(struct hgm *m, int (*emit)(void *ctx, const struct hgm_event *ev), v
 			m->heap[0] = m->heap[--m->heap_len];
 		if (m->heap_len)
 			sift_down(m, 0);
-		if (m->opt.progress && !(m->nr_events & 0xffff))
+		if (m->opt.progress && !((m->nr_events + m->nr_filtered) & 0xffff))
 			progress(m, false);
 	}
 	if (m->opt.progress)
@@ -983,6 +1121,12 @@ void hgm_close(struct hgm *m)
 			tracecmd_close(m->in[i].handle);
 		free(m->in[i].app_last_ts);
 		free(m->in[i].app_tids);
+		free(m->in[i].name_keep);
+	}
+	if (m->learn_seq) {
+		trace_seq_destroy(m->learn_seq);
+		free(m->learn_seq);
+		m->learn_seq = NULL;
 	}
 	free(m->streams);
 	free(m->heap);

@@ -23,6 +23,7 @@ struct tracecmd_input;
 struct tep_handle;
 struct tep_record;
 struct tep_event;
+struct trace_seq;
 
 struct hgev_rec;
 
@@ -66,6 +67,8 @@ struct hgm_input {
 	uint64_t *app_last_ts;		/* per CPU: its last record's time (nr_cpus) */
 	uint32_t *app_tids;		/* the threads seen, at most HGM_APP_TIDS */
 	int nr_app_tids;
+	uint8_t *name_keep;		/* --events: per event id, 0 unknown, 1 keep, 2 drop */
+	int nr_name_keep;
 };
 
 /* Threads of one application file named in the JSON (others still appear). */
@@ -88,8 +91,52 @@ struct hgm_event {
 	int32_t host_tid;		/* the vCPU's host thread, -1 unknown */
 };
 
+/* ---- what to show (merge_filter.c) ---- */
+
+#define HGM_FILTER_MAX_VCPUS	16384	/* guest CPUs: as KVM's vcpu_id limit */
+#define HGM_FILTER_MAX_EVENTS	64
+#define HGM_FILTER_EVENT_LEN	128	/* a pattern's bytes, with its NUL */
+
+/* A time as the user typed it; its unit depends on the timeline's clock. */
+struct hgm_filter_time {
+	bool set, has_frac;
+	uint64_t whole;			/* seconds, or TSC counts on x86-tsc */
+	uint32_t frac_ns;
+};
+
+/*
+ * Zeroed: everything.  guests_set: only the machines in guest_bits (and
+ * the host if @host); vcpus_set: of the guests, only those CPUs; events:
+ * trace-cmd -e patterns (hgm_filter_name()); from/to: the host-time
+ * window, both ends included.
+ */
+struct hgm_filter {
+	struct hgm_filter_time from, to;
+	bool guests_set, host, vcpus_set;
+	uint64_t guest_bits[HGSYNC_MAX_GUESTS / 64];
+	uint64_t vcpu_bits[HGM_FILTER_MAX_VCPUS / 64];
+	char events[HGM_FILTER_MAX_EVENTS][HGM_FILTER_EVENT_LEN];
+	int nr_events;
+};
+
+/* Each 0, or -1 with a message in @err. */
+int hgm_filter_parse_time(const char *s, struct hgm_filter_time *t, char *err, size_t err_len);
+int hgm_filter_resolve_time(const struct hgm_filter_time *t, uint32_t clock, uint64_t *out,
+			    const char *opt, char *err, size_t err_len);
+/* "0,2-3,host" */
+int hgm_filter_parse_guests(struct hgm_filter *f, const char *list, char *err, size_t err_len);
+/* "0-3,7": the guests' CPUs, as merge's lines number them (vV) */
+int hgm_filter_parse_vcpus(struct hgm_filter *f, const char *list, char *err, size_t err_len);
+/* "sched,kvm:kvm_exit,irq_*" (repeatable: the lists add up) */
+int hgm_filter_parse_events(struct hgm_filter *f, const char *list, char *err, size_t err_len);
+/* Does the filter keep this machine (-1: the host), this guest CPU, this event? */
+bool hgm_filter_machine(const struct hgm_filter *f, int guest);
+bool hgm_filter_vcpu(const struct hgm_filter *f, int vcpu);
+bool hgm_filter_name(const struct hgm_filter *f, const char *system, const char *name);
+
 struct hgm_options {
 	uint32_t method;		/* 0 best, else HGCOR_METHOD_* only */
+	const struct hgm_filter *filter; /* NULL: all (not owned; outlives the merge) */
 	bool progress;			/* a progress line on stderr */
 	bool span;			/* find first_ts/last_ts (progress does) */
 	int shard, nr_shards;		/* only streams i with i % nr_shards == shard (0: all) */
@@ -123,6 +170,9 @@ struct hgm {
 	uint64_t by_method[5];	/* by HGCOR_METHOD_*, HGSYNC_METHOD_MARKER */
 	uint32_t host_clock;		/* the clock of the host input, or of the guests */
 	bool has_host;
+	uint64_t from_ts, to_ts;	/* the filter's window in the timeline's clock */
+	uint64_t nr_filtered;		/* events read and left out by the filter */
+	struct trace_seq *learn_seq;	/* scratch for the events left out (merge.c learn()) */
 };
 
 /*
@@ -248,6 +298,8 @@ struct hgm_par {
 
 struct hgm_par_result {
 	uint64_t nr_events;
+	uint64_t nr_filtered;	/* read, and left out by the time window or --events */
+	bool filtered;		/* a filter was given */
 	uint64_t by_method[5];	/* by HGCOR_METHOD_*, HGSYNC_METHOD_MARKER */
 	uint64_t max_bound_ns;
 	struct {

@@ -396,6 +396,7 @@ join:
 		struct hgm *m = &ws[i].m;
 
 		res->nr_events += m->nr_events;
+		res->nr_filtered += m->nr_filtered;
 		for (size_t k = 0; k < sizeof(res->by_method) / sizeof(res->by_method[0]); k++)
 			res->by_method[k] += m->by_method[k];
 		if (m->max_bound_ns > res->max_bound_ns)

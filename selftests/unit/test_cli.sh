@@ -714,5 +714,72 @@ printf 'not events\n' >notapp.txt
 run -- "${merge_in[@]}" --app notapp.txt -o app.txt
 expect merge_app_not_an_event_file 6 'notapp.txt: not an hgclock application event file'
 
+# ---- filters: --from/--to, --guests, --vcpus, --events ----------------------
+# The reference: the whole merge.  A filtered merge prints exactly the
+# lines of the whole one that the filter keeps, in the same order.
+run -- "${merge_in[@]}" -o all.txt
+# evtime/evname LINE...: the timestamp and the event name of each line.
+fields() { awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^[0-9]+\.[0-9]+:$/) {
+	print substr($i, 1, length($i) - 1), $(i + 1); break } }' "$@"; }
+# same_as NAME FILE AWK-CONDITION: FILE holds the lines of all.txt that
+# satisfy the condition (on $t, the time, $e, the event, $0 the line), in order.
+same_as() {
+	local want
+	want=$(awk '{ t = ""; e = ""; for (i = 1; i <= NF; i++) if ($i ~ /^[0-9]+\.[0-9]+:$/) {
+		t = substr($i, 1, length($i) - 1); e = $(i + 1); break } }
+		'"$3"' { print }' all.txt)
+	if [ -n "$want" ] && [ "$want" = "$(cat "$2")" ]; then
+		ok "$1"
+	else
+		not_ok "$1" "$(wc -l <"$2") lines, want $(printf '%s\n' "$want" | grep -c .)"
+	fi
+}
+from=$(fields all.txt | awk 'NR == 20000 { print $1 }')
+to=$(fields all.txt | awk 'NR == 30000 { print $1 }')
+for threads in 1 3; do
+	run -- merge merge.hgc host.dat guest.dat --threads $threads --from "$from" --to "$to" -o win.txt
+	expect "filter_window_t$threads" 0 "events shown \([1-9][0-9]* more read and left out by the filter\)"
+	same_as "filter_window_t${threads}_lines" win.txt "t + 0 >= $from && t + 0 <= $to"
+done
+# The merge stops reading soon after --to: far fewer left out than after it.
+left=$(sed -n 's/.*(\([0-9]*\) more read.*/\1/p' <<<"$err")
+after=$(fields all.txt | awk -v to="$to" '$1 + 0 > to + 0' | wc -l)
+[ -n "$left" ] && [ "$left" -lt $((20000 + after / 2)) ] && ok filter_to_stops_reading ||
+	not_ok filter_to_stops_reading "$left left out, $after events after --to"
+run -- "${merge_in[@]}" --guests 0 -o g0.txt
+expect filter_guests_guest_only 0
+same_as filter_guests_guest_only_lines g0.txt '$1 == "g0"'
+run -- "${merge_in[@]}" --guests host -o host.txt
+same_as filter_guests_host_only_lines host.txt '$1 == "host"'
+run -- "${merge_in[@]}" --guests host,0 --vcpus 1 -o v1.txt
+same_as filter_vcpus_lines v1.txt '$1 == "host" || ($1 == "g0" && $2 == "v1")'
+run -- "${merge_in[@]}" --guests 0 --vcpus 1 --to "$to" --json v1.json -o v1w.txt
+if python3 -c 'import json, sys; json.load(open(sys.argv[1]))' v1.json 2>/dev/null &&
+   [ -s v1w.txt ] && [ "$(grep -c '"ph":"i"' v1.json)" = "$(wc -l <v1w.txt)" ]; then
+	ok filter_json_same_events
+else
+	not_ok filter_json_same_events "$(grep -c '"ph":"i"' v1.json) JSON events, $(wc -l <v1w.txt) lines"
+fi
+run -- "${merge_in[@]}" --events kvm:kvm_entry,sched_wakeup -o ev.txt
+same_as filter_events_lines ev.txt 'e == "kvm_entry" || e == "sched_wakeup"'
+run -- "${merge_in[@]}" --events sched --events 'kvm_ex*' -o ev2.txt
+same_as filter_events_system_glob_lines ev2.txt 'e ~ /^sched_/ || e == "kvm_exit"'
+run -- "${merge_in[@]}" --events sched/sched_switch --guests 0 --to "$to" -o ev3.txt
+same_as filter_combined_lines ev3.txt '$1 == "g0" && e == "sched_switch" && t + 0 <= '"$to"
+run -- "${merge_in[@]}" --guests 7 -o none.txt
+expect filter_unknown_guest 6 '--guests: the correlation file has no guest 7'
+run -- "${merge_in[@]}" --from "$to" --to "$from" -o none.txt
+expect filter_from_after_to 6 '--from is after --to'
+run -- "${merge_in[@]}" --from 12s -o none.txt
+expect filter_bad_time 2 "'12s' is not a time"
+run -- "${merge_in[@]}" --from 1.1234567891 -o none.txt
+expect filter_time_ten_decimals 2 'at most 9 decimals'
+run -- "${merge_in[@]}" --vcpus 3-1 -o none.txt
+expect filter_bad_range 2 "vCPU '3-1'"
+run -- "${merge_in[@]}" --vcpus host -o none.txt
+expect filter_host_not_vcpu 2 "'host' is not a vCPU"
+run -- "${merge_in[@]}" --events a:b:c -o none.txt
+expect filter_bad_event 2 'one separator'
+
 echo "1..$n"
 [ "$failed" -eq 0 ]
