@@ -48,7 +48,7 @@ TOOL_SRCS := user/hgclock.c user/util.c user/output.c user/json.c \
 # Input parsing and plot axes, also unit-tested (test_lib)
 TOOL_SRCS += user/vcpu_lines.c user/plot_axis.c
 # Finding a guest's VM (record --guest domain:NAME), unit-tested (test_vmfind)
-TOOL_SRCS += user/vmfind.c user/perf_in.c user/merge_report.c user/merge_filter.c
+TOOL_SRCS += user/vmfind.c user/perf_in.c user/merge_report.c user/merge_filter.c user/merge_dat.c
 # pairmark (guest side) and reading its markers from a guest trace.dat (host side)
 TOOL_SRCS += user/cmd_pairmark.c user/markpair_trace.c
 LIB := $(BUILD)/user/libhgclock.a

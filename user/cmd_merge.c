@@ -28,10 +28,7 @@
 #include "merge.h"
 #include "output.h"
 #include "perf_in.h"
-
-/* Exported by libtracecmd 3.x, declared only in its private header (merge.c). */
-const char *tracecmd_get_uname(struct tracecmd_input *handle);
-int tracecmd_cpus(struct tracecmd_input *handle);
+#include "tracecmd_priv.h"
 
 /*
  * Marker pairings (`hgclock pairmark` in the guest: sync.rst, "Guests
@@ -97,7 +94,7 @@ static void merge_usage(FILE *out)
 		"                     [--guest [ID=]FILE]... [--app FILE]... [--guest-app [ID=]FILE]...\n"
 		"                     [--perf FILE]... [--guest-perf [ID=]FILE]... [--report FILE]\n"
 		"                     [--sort KEYS]\n"
-		"                     [-o FILE] [--json FILE] [--no-text]\n"
+		"                     [-o FILE] [--json FILE] [--dat FILE] [--no-text]\n"
 		"                     [--method auto|kvm-exact|exit|probe|marker] [--recompute]\n"
 		"                     [--threads N] [--from TIME] [--to TIME] [--guests LIST]\n"
 		"                     [--vcpus LIST] [--events LIST]...\n"
@@ -121,6 +118,9 @@ static void merge_usage(FILE *out)
 		"  -o, --output FILE   the text timeline (default: standard output)\n"
 		"  --json FILE         a Chrome/Perfetto JSON trace (ui.perfetto.dev)\n"
 		"  --no-text           no text timeline\n"
+		"  --dat FILE          trace.dat files for trace-cmd report and KernelShark:\n"
+		"                      FILE for the host, STEM-gG.dat for guest G, guest\n"
+		"                      events stamped in host time\n"
 		"  --method M          auto (default: the best), kvm-exact, exit, probe or marker\n"
 		"                      only (marker: 'hgclock pairmark' markers in a guest trace)\n"
 		"  --recompute         ignore the mapping stored in CORR, compute it again\n"
@@ -202,6 +202,35 @@ static void summary(const struct hgm_par_result *r)
 	if (r->by_method[HGCOR_METHOD_KVM_EXACT] || r->by_method[HGCOR_METHOD_PROBE] ||
 	    r->by_method[HGCOR_METHOD_EXIT] || r->by_method[HGSYNC_METHOD_MARKER])
 		fprintf(stderr, "; max bound %" PRIu64 " ns", r->max_bound_ns);
+	fprintf(stderr, "\n");
+}
+
+/*
+ * What --dat wrote, and the command that shows it.  Events it could not
+ * write are said even with --quiet: they are missing from those files.
+ */
+static void dat_summary(const char *path, const struct hgm_dat_result *r, bool quiet)
+{
+	char name[PATH_MAX];
+
+	if (r->nr_unmapped || r->nr_app)
+		hg_err("warning: --dat: %" PRIu64 " unmapped guest events (no host time) and %"
+		       PRIu64 " application events and perf samples (no event format) are "
+		       "not in the trace.dat files; the text and JSON outputs have them",
+		       r->nr_unmapped, r->nr_app);
+	if (quiet)
+		return;
+	fprintf(stderr, "hgclock merge: trace.dat:");
+	for (int i = 0; i < r->nr_files; i++) {
+		hgm_dat_path(path, r->files[i].guest, name, sizeof(name));
+		fprintf(stderr, "%s %s (%" PRIu64 " events)", i ? "," : "", name,
+			r->files[i].nr_events);
+	}
+	fprintf(stderr, "\nhgclock merge: view with: trace-cmd report");
+	for (int i = 0; i < r->nr_files; i++) {
+		hgm_dat_path(path, r->files[i].guest, name, sizeof(name));
+		fprintf(stderr, " -i %s", name);
+	}
 	fprintf(stderr, "\n");
 }
 
@@ -613,7 +642,7 @@ static int convert_perf(struct hgm_input_spec *in, int n, char (*tmp)[PATH_MAX],
 }
 
 /* merge's long options without a letter */
-enum { OPT_FROM = 1000, OPT_TO, OPT_GUESTS, OPT_VCPUS, OPT_EVENTS };
+enum { OPT_FROM = 1000, OPT_TO, OPT_GUESTS, OPT_VCPUS, OPT_EVENTS, OPT_DAT };
 
 int cmd_merge(int argc, char **argv)
 {
@@ -641,6 +670,7 @@ int cmd_merge(int argc, char **argv)
 		{ "guests", required_argument, NULL, OPT_GUESTS },
 		{ "vcpus", required_argument, NULL, OPT_VCPUS },
 		{ "events", required_argument, NULL, OPT_EVENTS },
+		{ "dat", required_argument, NULL, OPT_DAT },
 		{ "help", no_argument, NULL, 'h' },
 		{}
 	};
@@ -660,7 +690,11 @@ int cmd_merge(int argc, char **argv)
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 	uint64_t threads = ncpu > 8 ? 8 : ncpu > 0 ? (uint64_t)ncpu : 1;
 	struct hg_output to = { 0 }, jo = { 0 };
-	const char *ins[1 + HGM_MAX_INPUTS], *outs[3];
+	const char *ins[1 + HGM_MAX_INPUTS], **outs = NULL;
+	const char *dat_path = NULL;
+	char (*dat_names)[PATH_MAX] = NULL;
+	int nr_outs = 3;
+	struct hgm_dat_result *dres = NULL;
 	const char *report_path = NULL, *sort_spec = "guest,pcpu,vcpu,comm,sym";
 	struct hg_output ro = { 0 };
 	int sort_keys[6], nr_sort_keys = 0;
@@ -766,6 +800,9 @@ int cmd_merge(int argc, char **argv)
 			}
 			filtering = true;
 			break;
+		case OPT_DAT:
+			dat_path = optarg;
+			break;
 		case 'h':
 			merge_usage(stdout);
 			return HGCLOCK_EXIT_OK;
@@ -817,31 +854,47 @@ int cmd_merge(int argc, char **argv)
 		hg_err("--report counts perf samples: give --perf or --guest-perf");
 		return HGCLOCK_EXIT_USAGE;
 	}
-	if (no_text && !json_path && !report_path) {
-		hg_err("--no-text without --json: nothing to write");
+	if (no_text && !json_path && !report_path && !dat_path) {
+		hg_err("--no-text without --json or --dat: nothing to write");
 		return HGCLOCK_EXIT_USAGE;
 	}
 
-	/* No output may be an input, nor two outputs one file: before anything is opened. */
+	/*
+	 * No output may be an input, nor two outputs one file: before
+	 * anything is opened.  --dat writes a file per machine with a trace.
+	 */
 	ins[0] = corr;
 	for (int i = 0; i < par.nr_inputs; i++)
 		ins[1 + i] = inputs[i].path;
+	outs = calloc(3 + (size_t)par.nr_inputs, sizeof(*outs));
+	dat_names = dat_path ? calloc((size_t)par.nr_inputs, sizeof(*dat_names)) : NULL;
+	dres = dat_path ? malloc(sizeof(*dres)) : NULL;
+	if (!outs || (dat_path && (!dat_names || !dres))) {
+		hg_err("out of memory");
+		ret = HGCLOCK_EXIT_FAILURE;
+		goto out_args;
+	}
 	outs[0] = no_text ? NULL : out_path;
 	outs[1] = json_path;
 	outs[2] = report_path;
-	ret = hg_check_outputs(ins, 1 + par.nr_inputs, outs, 3);
+	for (int i = 0; dat_path && i < par.nr_inputs; i++)
+		if (!inputs[i].app) {
+			hgm_dat_path(dat_path, inputs[i].guest, dat_names[i], sizeof(dat_names[i]));
+			outs[nr_outs++] = dat_names[i];
+		}
+	ret = hg_check_outputs(ins, 1 + par.nr_inputs, outs, nr_outs);
 	if (ret)
-		return ret;
+		goto out_args;
 	/* Missing or unreadable inputs, directories, FIFOs: exit 1, before any work. */
 	for (int i = 0; i < par.nr_inputs; i++) {
 		ret = hg_check_input(inputs[i].path);
 		if (ret)
-			return ret;
+			goto out_args;
 	}
 	/* The correlation file first: its errors are the cheapest to find. */
 	ret = hg_load_sync(corr, recompute ? HGSYNC_IGNORE_SEGMENTS : 0, &s, &buf, &len);
 	if (ret)
-		return ret;
+		goto out_args;
 	/* With --force, what does not fit is a warning. */
 	ret = check_claims(&s, buf, len, inputs, par.nr_inputs, force, quiet, corr);
 	if (ret)
@@ -929,6 +982,14 @@ int cmd_merge(int argc, char **argv)
 			goto out;
 		}
 	}
+	if (dat_path) {
+		rc = hgm_dat_run(&par, dat_path, dres, err, sizeof(err));
+		if (rc) {
+			hg_err("--dat: %s", err);
+			ret = rc == HGM_E_SYSTEM ? HGCLOCK_EXIT_FAILURE : HGCLOCK_EXIT_BAD_INPUT;
+			goto out;
+		}
+	}
 	ret = tout ? hg_output_commit(&to) : HGCLOCK_EXIT_OK;
 	tout = NULL;
 	if (!ret && report_path)
@@ -942,6 +1003,8 @@ int cmd_merge(int argc, char **argv)
 			hg_err("warning: %s: its last %" PRIu64 " bytes are a record cut short "
 			       "(the application did not close the file): not merged",
 			       inputs[i].path, res.in[i].app_tail_bytes);
+	if (!ret && dat_path)
+		dat_summary(dat_path, dres, quiet);
 	if (!ret && !quiet)
 		summary(&res);
 out:
@@ -955,5 +1018,9 @@ out:
 		if (perf_tmp[i][0])
 			unlink(perf_tmp[i]);
 	free(perf_tmp);
+out_args:
+	free(outs);
+	free(dat_names);
+	free(dres);
 	return ret;
 }

@@ -21,12 +21,7 @@
 #include "libhgclock.h"
 #include "markpair.h"
 #include "sync.h"
-
-/* Exported by libtracecmd 3.x without a public header (see merge.c). */
-void tracecmd_set_flag(struct tracecmd_input *handle, int flag);
-const char *tracecmd_get_trace_clock(struct tracecmd_input *handle);
-int tracecmd_cpus(struct tracecmd_input *handle);
-#define HG_MARKPAIR_TRACECMD_FL_RAW_TS	(1 << 3)
+#include "tracecmd_priv.h"
 
 /* More markers than this in one trace is not a pairing run: refused. */
 #define HG_MARKPAIR_MAX_MARKERS		(16u << 20)
@@ -41,7 +36,7 @@ struct tracecmd_input *hg_markpair_open(const char *path, char *err, size_t err_
 		return NULL;
 	}
 	/* Before the data: trace-cmd's own guest TimeShift must not apply. */
-	tracecmd_set_flag(h, HG_MARKPAIR_TRACECMD_FL_RAW_TS);
+	tracecmd_set_flag(h, HG_TRACECMD_FL_RAW_TS);
 	if (tracecmd_init_data(h) < 0) {
 		snprintf(err, err_len, "%s: cannot read its trace data (truncated or damaged?)",
 			 path);

@@ -25,20 +25,7 @@
 #include "appev.h"
 #include "libhgclock.h"
 #include "merge.h"
-
-/*
- * libtracecmd (3.x) exports these, but installs no header for them:
- * they are declared in trace-cmd's own private header, and trace-cmd
- * report uses them the same way for --raw-ts.  Their ABI has been the
- * same since trace-cmd 3.0.
- */
-void tracecmd_set_flag(struct tracecmd_input *handle, int flag);
-const char *tracecmd_get_trace_clock(struct tracecmd_input *handle);
-int tracecmd_cpus(struct tracecmd_input *handle);
-struct tep_record *tracecmd_read_cpu_last(struct tracecmd_input *handle, int cpu);
-unsigned long long tracecmd_get_cpu_file_size(struct tracecmd_input *handle, int cpu);
-int tracecmd_page_size(struct tracecmd_input *handle);
-#define HGM_TRACECMD_FL_RAW_TS	(1 << 3)
+#include "tracecmd_priv.h"
 
 struct hgm_stream {
 	struct hgm_input *in;
@@ -313,7 +300,7 @@ static int add_input(struct hgm *m, const char *path, int guest, char *err, size
 		set_err(err, err_len, "%s: not a trace-cmd trace.dat file, or truncated or damaged", path);
 		return -1;
 	}
-	tracecmd_set_flag(in->handle, HGM_TRACECMD_FL_RAW_TS);
+	tracecmd_set_flag(in->handle, HG_TRACECMD_FL_RAW_TS);
 	if (tracecmd_init_data(in->handle) < 0) {
 		set_err(err, err_len, "%s: cannot read its trace data (truncated or damaged?)", path);
 		tracecmd_close(in->handle);

@@ -321,6 +321,34 @@ int hgm_add_spec(struct hgm *m, const struct hgm_input_spec *in, char *err, size
  */
 int hgm_par_run(const struct hgm_par *par, struct hgm_par_result *res, char *err, size_t err_len);
 
+/* ---- trace.dat output (merge_dat.c) ---- */
+
+struct hgm_dat_result {
+	uint64_t nr_unmapped;		/* guest events without host time: not written */
+	uint64_t nr_app;		/* application events and perf samples: not written */
+	struct {
+		int guest;		/* -1: the host */
+		uint64_t nr_events;
+	} files[HGM_MAX_INPUTS];	/* hgm_dat_path() names each */
+	int nr_files;
+};
+
+/*
+ * The file of machine @guest (-1: the host) for "--dat @path": @path
+ * itself for the host, "STEM-gG.dat" for guest G (STEM: @path without
+ * its ".dat").
+ */
+void hgm_dat_path(const char *path, int guest, char *out, size_t len);
+
+/*
+ * @par's trace inputs merged again on one thread (its filter applies)
+ * into trace.dat files, one per machine, guest events in host time.
+ * Each file is written under a temporary name and renamed into place
+ * once all are written.  0, or an HGM_E_* with @err.
+ */
+int hgm_dat_run(const struct hgm_par *par, const char *path, struct hgm_dat_result *res,
+		char *err, size_t err_len);
+
 /* ---- perf samples by key (merge_report.c) ---- */
 
 /*

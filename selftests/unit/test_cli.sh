@@ -30,6 +30,7 @@ not_ok() {
 	failed=$((failed + 1))
 	echo "not ok $n cli.$1${2:+ # $2}"
 }
+skip() { n=$((n + 1)); echo "ok $n cli.$1 # SKIP $2"; }
 
 tmp=$(mktemp -d /tmp/hgclock-cli.XXXXXX) || exit 1
 trap 'rm -rf "$tmp"' EXIT
@@ -780,6 +781,53 @@ run -- "${merge_in[@]}" --vcpus host -o none.txt
 expect filter_host_not_vcpu 2 "'host' is not a vCPU"
 run -- "${merge_in[@]}" --events a:b:c -o none.txt
 expect filter_bad_event 2 'one separator'
+
+# ---- --dat: trace.dat files for trace-cmd report and KernelShark -----------------
+# trace-cmd report -t of the files prints the merge's events, same times
+# (ns), same order, same tasks (tools/dat_compare.py).
+dat_report() { (cd "$(dirname "$1")" && trace-cmd report -t "${@/#/-i}") 2>report.err; }
+if ! command -v trace-cmd >/dev/null; then
+	for t in dat_report_same_events dat_filtered_same_events dat_no_time_shift dat_guest_option; do
+		skip "$t" "no trace-cmd (tools/deps.sh installs it)"
+	done
+else
+	run -- "${merge_in[@]}" -o dat.txt --dat out.dat
+	expect dat_written 0
+	dat_report out.dat out-g0.dat >report.txt
+	if msg=$(python3 "$top/tools/dat_compare.py" dat.txt report.txt out.dat); then
+		ok dat_report_same_events
+	else
+		not_ok dat_report_same_events "${msg//$'\n'/ | }"
+	fi
+	run -- "${merge_in[@]}" -o datf.txt --dat outf.dat --guests host,0 --to "$to" --events kvm,sched_switch
+	dat_report outf.dat outf-g0.dat >reportf.txt
+	if msg=$(python3 "$top/tools/dat_compare.py" datf.txt reportf.txt outf.dat) &&
+	   [ "$(wc -l <datf.txt)" -lt "$(wc -l <dat.txt)" ]; then
+		ok dat_filtered_same_events
+	else
+		not_ok dat_filtered_same_events "${msg//$'\n'/ | }"
+	fi
+	# The guest's TimeShift is not copied (trace-cmd would shift it again);
+	# the host file ties the guest's file to its vCPU threads.
+	opts=$(trace-cmd dump --options out-g0.dat 2>&1)
+	if grep -q 'TRACEID' <<<"$opts" && ! grep -qi 'TimeShift' <<<"$opts" &&
+	   trace-cmd dump --options guest.dat 2>&1 | grep -q TimeShift; then
+		ok dat_no_time_shift
+	else
+		not_ok dat_no_time_shift "$(tr '\n' ' ' <<<"$opts" | cut -c1-200)"
+	fi
+	opts=$(trace-cmd dump --options out.dat 2>&1)
+	if grep -A5 'Option GUEST' <<<"$opts" | grep -q '^ *0 219 \[guest cpu, host pid\]' &&
+	   grep -A5 'Option GUEST' <<<"$opts" | grep -q '^ *1 220 \[guest cpu, host pid\]'; then
+		ok dat_guest_option
+	else
+		not_ok dat_guest_option "$(grep -A5 'Option GUEST' <<<"$opts" | tr '\n' ' ')"
+	fi
+	run -- "${merge_in[@]}" -o dat2.txt --dat guest.dat
+	expect dat_output_is_input_refused 2 'guest.dat.*input'
+	unchanged dat_output_is_input_unchanged guest.dat
+	no_temp_left dat_no_temp_left
+fi
 
 echo "1..$n"
 [ "$failed" -eq 0 ]
