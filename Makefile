@@ -94,7 +94,7 @@ SELFTESTS := $(BUILD)/selftests/hgclock_test $(BUILD)/selftests/ring_test \
 UNIT_TESTS := $(BUILD)/unit/test_json $(BUILD)/unit/test_lib $(BUILD)/unit/test_corr \
 	$(BUILD)/unit/test_sync $(BUILD)/unit/test_merge $(BUILD)/unit/test_cli \
 	$(BUILD)/unit/test_identity $(BUILD)/unit/test_vmfind $(BUILD)/unit/test_markpair \
-	$(BUILD)/unit/test_manyguests $(BUILD)/unit/test_libso
+	$(BUILD)/unit/test_manyguests $(BUILD)/unit/test_libso $(BUILD)/unit/test_kernelshark
 BENCHES := $(BUILD)/bench/bench_read_clock $(BUILD)/bench/bench_ring \
 	$(BUILD)/bench/bench_pingpong $(BUILD)/bench/bench_compress
 
@@ -223,6 +223,21 @@ $(BUILD)/unit/test_merge: selftests/unit/test_merge.c user/merge.c user/merge_ou
 $(BUILD)/unit/test_cli: selftests/unit/test_cli.sh $(TOOL) $(MERGE_DATA)
 	@mkdir -p $(dir $@)
 	sed 's|@TOP@|$(CURDIR)|' $< >$@.tmp && chmod +x $@.tmp && mv $@.tmp $@
+
+# KernelShark on merge --dat's files (a script); its library's view of
+# them through ks_times, built when libkshark-dev is installed (the test
+# reports a skip otherwise).
+KSHARK_OK := $(shell pkg-config --exists libkshark 2>/dev/null && echo 1)
+$(BUILD)/unit/test_kernelshark: selftests/unit/test_kernelshark.sh $(TOOL) $(MERGE_DATA) \
+		$(if $(KSHARK_OK),$(BUILD)/unit/bin/ks_times)
+	@mkdir -p $(dir $@)
+	sed 's|@TOP@|$(CURDIR)|' $< >$@.tmp && chmod +x $@.tmp && mv $@.tmp $@
+
+# libkshark.h's typedefs trip -Wignored-qualifiers: its header, not ours.
+$(BUILD)/unit/bin/ks_times: selftests/unit/ks_times.c
+	@mkdir -p $(dir $@)
+	$(CC) $(SELFTEST_CFLAGS) -Wno-ignored-qualifiers $(shell pkg-config --cflags libkshark) \
+		-o $@ $< $(shell pkg-config --libs libkshark)
 
 # libhgclock.so for applications: install-lib into a temporary DESTDIR, the
 # example built by pkg-config against it (a script; @TOP@ the source tree,
@@ -498,7 +513,7 @@ asan: $(KSFT_HDR)
 		EXTRA_LDFLAGS="$(EXTRA_LDFLAGS) $(SAN_FLAGS)" \
 		SELFTEST_CFLAGS="$(SELFTEST_CFLAGS) $(SAN_FLAGS)" \
 		$(SAN_BUILD)/user/hgclock \
-		$(patsubst $(BUILD)/%,$(SAN_BUILD)/%,$(filter-out %/test_libso,$(UNIT_TESTS)))
+		$(patsubst $(BUILD)/%,$(SAN_BUILD)/%,$(filter-out %/test_libso %/test_kernelshark,$(UNIT_TESTS)))
 
 asan-check: asan $(BUILD)/unit/test_corr
 	tools/asan-check.sh $(BUILD) $(SAN_BUILD)

@@ -20,7 +20,8 @@ debhelper dh-dkms lintian
 flex bison bc libelf-dev libssl-dev
 sparse
 libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients
-linux-perf"
+linux-perf
+kernelshark libkshark-dev libjson-c-dev xvfb xdotool imagemagick"
 
 prog=${0##*/}
 
