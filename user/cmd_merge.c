@@ -271,22 +271,7 @@ static int merge_one_thread(const struct hgm_par *par, struct hgm_par_result *re
 		goto out;
 	}
 	outs.json = NULL;
-	memset(res, 0, sizeof(*res));
-	res->nr_events = m.nr_events;
-	res->nr_filtered = m.nr_filtered;
-	memcpy(res->by_method, m.by_method, sizeof(res->by_method));
-	res->max_bound_ns = m.max_bound_ns;
-	res->nr_in = m.nr_in;
-	for (int i = 0; i < m.nr_in; i++) {
-		res->in[i].guest = m.in[i].guest;
-		res->in[i].app = m.in[i].app;
-		res->in[i].perf = m.in[i].perf;
-		res->in[i].app_tail_bytes = m.in[i].app_tail_bytes;
-		res->in[i].nr_events = m.in[i].nr_events;
-		res->in[i].nr_unmapped = m.in[i].nr_unmapped;
-		res->in[i].nr_no_cpu = m.in[i].nr_no_cpu;
-		res->in[i].nr_dropped = m.in[i].nr_dropped;
-	}
+	hgm_result(&m, res);
 	ret = 0;
 	goto out;
 nomem:
@@ -956,8 +941,12 @@ int cmd_merge(int argc, char **argv)
 	par.json = jout;
 	par.progress = progress < 0 ? isatty(STDERR_FILENO) : progress;
 	par.opt.filter = filtering ? &filter : NULL;
-	rc = threads > 1 ? hgm_par_run(&par, &res, err, sizeof(err)) :
-			   merge_one_thread(&par, &res, err, sizeof(err));
+	/* Only trace.dat (and a report): its own pass is the merge. */
+	if (!tout && !jout && dat_path)
+		rc = 0;
+	else
+		rc = threads > 1 ? hgm_par_run(&par, &res, err, sizeof(err)) :
+				   merge_one_thread(&par, &res, err, sizeof(err));
 	res.filtered = filtering;
 	if (rc) {
 		/* A failed write: the output is named, and the old file stays. */
@@ -983,7 +972,9 @@ int cmd_merge(int argc, char **argv)
 		}
 	}
 	if (dat_path) {
-		rc = hgm_dat_run(&par, dat_path, dres, err, sizeof(err));
+		rc = hgm_dat_run(&par, dat_path, dres, !tout && !jout ? &res : NULL, err,
+				 sizeof(err));
+		res.filtered = filtering;
 		if (rc) {
 			hg_err("--dat: %s", err);
 			ret = rc == HGM_E_SYSTEM ? HGCLOCK_EXIT_FAILURE : HGCLOCK_EXIT_BAD_INPUT;

@@ -1092,6 +1092,26 @@ int hgm_run(struct hgm *m, int (*emit)(void *ctx, const struct hgm_event *ev), v
 	return ret;
 }
 
+void hgm_result(const struct hgm *m, struct hgm_par_result *res)
+{
+	memset(res, 0, sizeof(*res));
+	res->nr_events = m->nr_events;
+	res->nr_filtered = m->nr_filtered;
+	memcpy(res->by_method, m->by_method, sizeof(res->by_method));
+	res->max_bound_ns = m->max_bound_ns;
+	res->nr_in = m->nr_in;
+	for (int i = 0; i < m->nr_in && i < HGM_MAX_INPUTS; i++) {
+		res->in[i].guest = m->in[i].guest;
+		res->in[i].app = m->in[i].app;
+		res->in[i].perf = m->in[i].perf;
+		res->in[i].app_tail_bytes = m->in[i].app_tail_bytes;
+		res->in[i].nr_events = m->in[i].nr_events;
+		res->in[i].nr_unmapped = m->in[i].nr_unmapped;
+		res->in[i].nr_no_cpu = m->in[i].nr_no_cpu;
+		res->in[i].nr_dropped = m->in[i].nr_dropped;
+	}
+}
+
 void hgm_close(struct hgm *m)
 {
 	for (int i = 0; i < m->nr_streams; i++) {

@@ -311,6 +311,9 @@ struct hgm_par_result {
 	int nr_in;
 };
 
+/* The summary's counts of a finished hgm_run(). */
+void hgm_result(const struct hgm *m, struct hgm_par_result *res);
+
 /* hgm_add_input() or hgm_add_app_input(), as @in says. */
 int hgm_add_spec(struct hgm *m, const struct hgm_input_spec *in, char *err, size_t err_len);
 
@@ -342,12 +345,13 @@ void hgm_dat_path(const char *path, int guest, char *out, size_t len);
 
 /*
  * @par's trace inputs merged again on one thread (its filter applies)
- * into trace.dat files, one per machine, guest events in host time.
- * Each file is written under a temporary name and renamed into place
- * once all are written.  0, or an HGM_E_* with @err.
+ * into trace.dat files, one per machine, guest events in host time, and
+ * the summary's counts into @counts (when not NULL).  Each file is
+ * written under a temporary name and renamed into place once all are
+ * written.  0, or an HGM_E_* with @err.
  */
 int hgm_dat_run(const struct hgm_par *par, const char *path, struct hgm_dat_result *res,
-		char *err, size_t err_len);
+		struct hgm_par_result *counts, char *err, size_t err_len);
 
 /* ---- perf samples by key (merge_report.c) ---- */
 

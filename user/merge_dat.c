@@ -452,7 +452,15 @@ static int write_machine(struct dat *d, struct dat_machine *mc, char *err, size_
 		goto fail;
 	for (int c = 0; c < mc->nr_cpus; c++)
 		files[c] = mc->cpus[c].path;
+	/*
+	 * For a version 6 file libtracecmd warns "Cannot find description
+	 * for buffer" (the top buffer has no BUFFER option there; trace-cmd
+	 * split gets the same) and goes on: not said on our standard error.
+	 * Its failures are still ours to report, below.
+	 */
+	tracecmd_set_loglevel(TEP_LOG_ERROR);
 	ret = tracecmd_append_cpu_data(out, mc->nr_cpus, files);
+	tracecmd_set_loglevel(TEP_LOG_WARNING);	/* libtracecmd's default */
 	free(files);
 	if (ret < 0)
 		goto fail;
@@ -466,7 +474,7 @@ fail:
 }
 
 int hgm_dat_run(const struct hgm_par *par, const char *path, struct hgm_dat_result *res,
-		char *err, size_t err_len)
+		struct hgm_par_result *counts, char *err, size_t err_len)
 {
 	struct hgm m = { 0 };
 	struct hgm_options opt = par->opt;
@@ -520,6 +528,8 @@ int hgm_dat_run(const struct hgm_par *par, const char *path, struct hgm_dat_resu
 			free(d.mach[i].tmp_path);
 			d.mach[i].tmp_path = NULL;
 		}
+	if (!ret && counts)
+		hgm_result(&m, counts);
 	if (!ret) {
 		res->nr_unmapped = d.nr_unmapped;
 		res->nr_app = d.nr_app;

@@ -823,6 +823,22 @@ else
 	else
 		not_ok dat_guest_option "$(grep -A5 'Option GUEST' <<<"$opts" | tr '\n' ' ')"
 	fi
+	# Version 6 inputs (no sections, no compression): version 6 files out.
+	if trace-cmd convert -i host.dat -o host6.dat --file-version 6 --compression none \
+		>/dev/null 2>&1 && trace-cmd convert -i guest.dat -o guest6.dat --file-version 6 \
+		--compression none >/dev/null 2>&1; then
+		run -- merge merge.hgc host6.dat guest6.dat -q -o dat6.txt --dat out6.dat
+		dat_report out6.dat out6-g0.dat >report6.txt
+		if [ "$rc" = 0 ] && [ -z "$err" ] &&
+		   msg=$(python3 "$top/tools/dat_compare.py" dat6.txt report6.txt out6.dat) &&
+		   cmp -s dat6.txt dat.txt; then
+			ok dat_version6_same_events
+		else
+			not_ok dat_version6_same_events "exit $rc, ${err:0:200} ${msg//$'\n'/ | }"
+		fi
+	else
+		skip dat_version6_same_events "trace-cmd convert failed"
+	fi
 	run -- "${merge_in[@]}" -o dat2.txt --dat guest.dat
 	expect dat_output_is_input_refused 2 'guest.dat.*input'
 	unchanged dat_output_is_input_unchanged guest.dat

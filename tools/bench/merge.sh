@@ -116,6 +116,30 @@ bench_pair() {	# PREFIX DIR CORR HOST GUEST
 	echo "BENCH $p.tracecmd_report_max_rss ${tc#* } KiB"
 	echo "BENCH $p.hgclock_merge_max_rss ${hg#* } KiB"
 	echo "BENCH $p.hgclock_merge_1thread_max_rss ${hg1#* } KiB"
+	bench_dat "$@"
+}
+
+# merge --dat (one thread: the trace.dat writer runs on the calling
+# thread) against trace-cmd report, and each output's bytes per million
+# events.
+bench_dat() {	# PREFIX DIR CORR HOST GUEST
+	local p=$1 d=$2 tmp hd ratio events txt dat
+	tmp=$(mktemp -d)
+	hd=$(measure "$tool" merge -q --no-progress --no-text --dat "$tmp/out.dat" \
+		"$d/$3" "$d/$4" "$d/$5") || { rm -rf "$tmp"; return 1; }
+	"$tool" merge -q --no-progress -o "$tmp/out.txt" "$d/$3" "$d/$4" "$d/$5" ||
+		{ rm -rf "$tmp"; return 1; }
+	events=$(wc -l <"$tmp/out.txt")
+	txt=$(stat -c %s "$tmp/out.txt")
+	dat=$(cat "$tmp"/out*.dat | wc -c)
+	ratio=$(awk -v a="${hd% *}" -v b="${tc% *}" 'BEGIN { printf "%.3f", a / b }')
+	echo "BENCH $p.hgclock_merge_dat_s ${hd% *} s"
+	echo "BENCH $p.time_ratio_merge_dat_over_report $ratio x"
+	echo "BENCH $p.hgclock_merge_dat_max_rss ${hd#* } KiB"
+	awk -v e="$events" -v t="$txt" -v d="$dat" -v p="$p" 'BEGIN { if (e > 0) {
+		printf "BENCH %s.text_bytes_per_million_events %.0f bytes\n", p, t * 1e6 / e
+		printf "BENCH %s.dat_bytes_per_million_events %.0f bytes\n", p, d * 1e6 / e } }'
+	rm -rf "$tmp"
 }
 
 # Peak anonymous memory (RssAnon, sampled every 20 ms) of a command, KiB.
