@@ -29,7 +29,13 @@ USER_CFLAGS += $(TRACECMD_CFLAGS)
 ZSTD_CFLAGS := $(shell pkg-config --cflags libzstd 2>/dev/null || echo -DHGCLOCK_NO_ZSTD)
 ZSTD_LIBS := $(shell pkg-config --libs libzstd 2>/dev/null)
 USER_CFLAGS += $(ZSTD_CFLAGS)
-USER_LDFLAGS := $(EXTRA_LDFLAGS) $(TRACECMD_LIBS) $(ZSTD_LIBS) -lpthread -lm
+# merge --perfetto: Perfetto's protobuf trace through protobuf-c (libprotobuf-c-dev),
+# the C code generated from user/perfetto_trace.proto by protoc-c
+# (protobuf-c-compiler) into $(BUILD)/gen.
+PROTOBUF_C_CFLAGS := $(shell pkg-config --cflags libprotobuf-c 2>/dev/null)
+PROTOBUF_C_LIBS := $(shell pkg-config --libs libprotobuf-c 2>/dev/null || echo -lprotobuf-c)
+PB_GEN := $(BUILD)/gen/perfetto_trace.pb-c.c $(BUILD)/gen/perfetto_trace.pb-c.h
+USER_LDFLAGS := $(EXTRA_LDFLAGS) $(TRACECMD_LIBS) $(ZSTD_LIBS) $(PROTOBUF_C_LIBS) -lpthread -lm
 
 # libhgclock (user/lib/), linked statically into the tool; the command's files
 # are in user/.  user/lib/clock.c is the application API of libhgclock.so (below).
@@ -49,6 +55,7 @@ TOOL_SRCS := user/hgclock.c user/util.c user/output.c user/json.c \
 TOOL_SRCS += user/vcpu_lines.c user/plot_axis.c
 # Finding a guest's VM (record --guest domain:NAME), unit-tested (test_vmfind)
 TOOL_SRCS += user/vmfind.c user/perf_in.c user/merge_report.c user/merge_filter.c user/merge_dat.c
+TOOL_SRCS += user/merge_pftrace.c
 # pairmark (guest side) and reading its markers from a guest trace.dat (host side)
 TOOL_SRCS += user/cmd_pairmark.c user/markpair_trace.c
 LIB := $(BUILD)/user/libhgclock.a
@@ -116,8 +123,23 @@ $(BUILD)/user/%.o: user/%.c include/uapi/linux/hgclock.h $(wildcard user/*.h) $(
 $(LIB): $(LIB_SRCS:user/%.c=$(BUILD)/user/%.o)
 	$(AR) rcs $@ $^
 
-$(TOOL): $(TOOL_SRCS:user/%.c=$(BUILD)/user/%.o) $(LIB)
+$(TOOL): $(TOOL_SRCS:user/%.c=$(BUILD)/user/%.o) $(BUILD)/gen/perfetto_trace.pb-c.o $(LIB)
 	$(CC) $(USER_CFLAGS) -o $@ $^ $(USER_LDFLAGS)
+
+# Both files in one protoc-c run; the generated C is compiled without
+# -Wextra's and our prototypes' warnings (its style, not ours).
+$(BUILD)/gen/perfetto_trace.pb-c.h: $(BUILD)/gen/perfetto_trace.pb-c.c
+$(BUILD)/gen/perfetto_trace.pb-c.c: user/perfetto_trace.proto
+	@mkdir -p $(dir $@)
+	protoc-c --proto_path=user --c_out=$(BUILD)/gen $<
+
+$(BUILD)/gen/perfetto_trace.pb-c.o: $(BUILD)/gen/perfetto_trace.pb-c.c
+	$(CC) -O2 -g -Wall -Werror $(PROTOBUF_C_CFLAGS) -I$(BUILD)/gen -c -o $@ $<
+
+$(BUILD)/user/merge_pftrace.o: user/merge_pftrace.c $(BUILD)/gen/perfetto_trace.pb-c.h \
+		include/uapi/linux/hgclock.h $(wildcard user/*.h) $(LIB_HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(USER_CFLAGS) $(PROTOBUF_C_CFLAGS) -I$(BUILD)/gen -c -o $@ $<
 
 # libhgclock.so: the application API of <hgclock/hgclock.h> (user/lib/clock.c)
 # and the parts of the library it uses, compiled again as PIC with hidden
@@ -353,6 +375,8 @@ MODULE_KO = $(BUILD)/module/$(KVER)/hgclock.ko
 PREFIX ?= /usr/local
 BINDIR ?= $(PREFIX)/bin
 MANDIR ?= $(PREFIX)/share/man
+# The schema of merge --perfetto's files, for protoc --decode (merge.rst).
+DATADIR ?= $(PREFIX)/share
 UDEVRULESDIR ?= /etc/udev/rules.d
 LIBDIR ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
@@ -404,6 +428,7 @@ install: $(TOOL) man install-lib
 	install -D -m 0644 tools/udev/60-hgclock.rules $(DESTDIR)$(UDEVRULESDIR)/60-hgclock.rules
 	install -d -m 0755 $(DESTDIR)$(MANDIR)/man1
 	install -m 0644 $(MAN_PAGES) $(DESTDIR)$(MANDIR)/man1/
+	install -D -m 0644 user/perfetto_trace.proto $(DESTDIR)$(DATADIR)/hgclock/perfetto_trace.proto
 	@if [ -z "$(DESTDIR)" ]; then \
 		set -e; \
 		getent group hgclock >/dev/null || groupadd --system hgclock; \
@@ -416,7 +441,9 @@ install: $(TOOL) man install-lib
 uninstall: uninstall-lib
 	rm -f $(DESTDIR)$(BINDIR)/hgclock \
 		$(DESTDIR)$(UDEVRULESDIR)/60-hgclock.rules \
-		$(DESTDIR)$(MANDIR)/man1/hgclock.1 $(DESTDIR)$(MANDIR)/man1/hgclock-*.1
+		$(DESTDIR)$(MANDIR)/man1/hgclock.1 $(DESTDIR)$(MANDIR)/man1/hgclock-*.1 \
+		$(DESTDIR)$(DATADIR)/hgclock/perfetto_trace.proto
+	-rmdir $(DESTDIR)$(DATADIR)/hgclock 2>/dev/null
 
 # The library for applications (Documentation/library.rst).  hgclock.pc is
 # written here, with the directories of this install; ldconfig runs only

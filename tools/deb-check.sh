@@ -138,7 +138,8 @@ for p in hgclock guest dkms; do
 	dpkg-deb -e "$deb" "$tmp/x/$p.ctl"
 done
 
-m=$(missing "$files_hgclock" usr/bin/hgclock usr/share/man/man1/hgclock.1.gz)
+m=$(missing "$files_hgclock" usr/bin/hgclock usr/share/man/man1/hgclock.1.gz \
+	usr/share/hgclock/perfetto_trace.proto)
 if [ -n "$m" ]; then
 	tap not-ok contents_hgclock "missing:$m"
 elif [ "$("$tmp/x/hgclock/usr/bin/hgclock" --version | cut -d' ' -f2)" != "$version" ]; then

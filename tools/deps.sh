@@ -21,7 +21,8 @@ flex bison bc libelf-dev libssl-dev
 sparse
 libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients
 linux-perf
-kernelshark libkshark-dev libjson-c-dev xvfb xdotool imagemagick"
+kernelshark libkshark-dev libjson-c-dev xvfb xdotool imagemagick
+protobuf-c-compiler libprotobuf-c-dev protobuf-compiler"
 
 prog=${0##*/}
 

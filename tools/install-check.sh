@@ -54,6 +54,7 @@ expected=$( {
 	echo "644 lib/modules/$kver/updates/hgclock.ko"
 	echo "755 usr/local/bin/hgclock"
 	echo "644 etc/udev/rules.d/60-hgclock.rules"
+	echo "644 usr/local/share/hgclock/perfetto_trace.proto"
 	for rst in Documentation/man/*.rst; do
 		page=$(basename "$rst" .rst)
 		echo "644 usr/local/share/man/man1/$page.1"

@@ -94,7 +94,8 @@ static void merge_usage(FILE *out)
 		"                     [--guest [ID=]FILE]... [--app FILE]... [--guest-app [ID=]FILE]...\n"
 		"                     [--perf FILE]... [--guest-perf [ID=]FILE]... [--report FILE]\n"
 		"                     [--sort KEYS]\n"
-		"                     [-o FILE] [--json FILE] [--dat FILE] [--no-text]\n"
+		"                     [-o FILE] [--json FILE] [--dat FILE] [--perfetto FILE]\n"
+		"                     [--no-text]\n"
 		"                     [--method auto|kvm-exact|exit|probe|marker] [--recompute]\n"
 		"                     [--threads N] [--from TIME] [--to TIME] [--guests LIST]\n"
 		"                     [--vcpus LIST] [--events LIST]...\n"
@@ -121,6 +122,8 @@ static void merge_usage(FILE *out)
 		"  --dat FILE          trace.dat files for trace-cmd report and KernelShark:\n"
 		"                      FILE for the host, STEM-gG.dat for guest G, guest\n"
 		"                      events stamped in host time\n"
+		"  --perfetto FILE     a Perfetto trace (protobuf): a machine per VM, vCPU runs\n"
+		"                      on the host CPUs, guest events nested under them\n"
 		"  --method M          auto (default: the best), kvm-exact, exit, probe or marker\n"
 		"                      only (marker: 'hgclock pairmark' markers in a guest trace)\n"
 		"  --recompute         ignore the mapping stored in CORR, compute it again\n"
@@ -232,6 +235,23 @@ static void dat_summary(const char *path, const struct hgm_dat_result *r, bool q
 		fprintf(stderr, " -i %s", name);
 	}
 	fprintf(stderr, "\n");
+}
+
+/* What --perfetto wrote; events it could not place are said even with --quiet. */
+static void pf_summary(const char *path, const struct hgm_pf_result *r, bool quiet)
+{
+	if (r->nr_unmapped)
+		hg_err("warning: --perfetto: %" PRIu64 " unmapped events (no host time) are not in "
+		       "%s; the text and JSON outputs have them", r->nr_unmapped,
+		       hg_output_name(path));
+	if (r->nr_runs_clipped)
+		hg_err("warning: --perfetto: %" PRIu64 " vCPU runs overlapped another on their "
+		       "host CPU: cut where the earlier ends", r->nr_runs_clipped);
+	if (quiet)
+		return;
+	fprintf(stderr, "hgclock merge: Perfetto trace: %s (%" PRIu64 " events, %" PRIu64
+		" vCPU runs, %" PRIu64 " bytes); open it in ui.perfetto.dev\n",
+		hg_output_name(path), r->nr_events, r->nr_runs, r->bytes);
 }
 
 /* One thread: the engine and the outputs directly. */
@@ -627,7 +647,7 @@ static int convert_perf(struct hgm_input_spec *in, int n, char (*tmp)[PATH_MAX],
 }
 
 /* merge's long options without a letter */
-enum { OPT_FROM = 1000, OPT_TO, OPT_GUESTS, OPT_VCPUS, OPT_EVENTS, OPT_DAT };
+enum { OPT_FROM = 1000, OPT_TO, OPT_GUESTS, OPT_VCPUS, OPT_EVENTS, OPT_DAT, OPT_PERFETTO };
 
 int cmd_merge(int argc, char **argv)
 {
@@ -656,6 +676,7 @@ int cmd_merge(int argc, char **argv)
 		{ "vcpus", required_argument, NULL, OPT_VCPUS },
 		{ "events", required_argument, NULL, OPT_EVENTS },
 		{ "dat", required_argument, NULL, OPT_DAT },
+		{ "perfetto", required_argument, NULL, OPT_PERFETTO },
 		{ "help", no_argument, NULL, 'h' },
 		{}
 	};
@@ -674,11 +695,12 @@ int cmd_merge(int argc, char **argv)
 	bool no_text = false, quiet = false, recompute = false, force = false;
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 	uint64_t threads = ncpu > 8 ? 8 : ncpu > 0 ? (uint64_t)ncpu : 1;
-	struct hg_output to = { 0 }, jo = { 0 };
+	struct hg_output to = { 0 }, jo = { 0 }, po = { 0 };
 	const char *ins[1 + HGM_MAX_INPUTS], **outs = NULL;
-	const char *dat_path = NULL;
+	const char *dat_path = NULL, *pf_path = NULL;
+	struct hgm_pf_result pres;
 	char (*dat_names)[PATH_MAX] = NULL;
-	int nr_outs = 3;
+	int nr_outs = 4;
 	struct hgm_dat_result *dres = NULL;
 	const char *report_path = NULL, *sort_spec = "guest,pcpu,vcpu,comm,sym";
 	struct hg_output ro = { 0 };
@@ -785,6 +807,9 @@ int cmd_merge(int argc, char **argv)
 			}
 			filtering = true;
 			break;
+		case OPT_PERFETTO:
+			pf_path = optarg;
+			break;
 		case OPT_DAT:
 			dat_path = optarg;
 			break;
@@ -839,8 +864,8 @@ int cmd_merge(int argc, char **argv)
 		hg_err("--report counts perf samples: give --perf or --guest-perf");
 		return HGCLOCK_EXIT_USAGE;
 	}
-	if (no_text && !json_path && !report_path && !dat_path) {
-		hg_err("--no-text without --json or --dat: nothing to write");
+	if (no_text && !json_path && !report_path && !dat_path && !pf_path) {
+		hg_err("--no-text without --json, --dat or --perfetto: nothing to write");
 		return HGCLOCK_EXIT_USAGE;
 	}
 
@@ -851,7 +876,7 @@ int cmd_merge(int argc, char **argv)
 	ins[0] = corr;
 	for (int i = 0; i < par.nr_inputs; i++)
 		ins[1 + i] = inputs[i].path;
-	outs = calloc(3 + (size_t)par.nr_inputs, sizeof(*outs));
+	outs = calloc(4 + (size_t)par.nr_inputs, sizeof(*outs));
 	dat_names = dat_path ? calloc((size_t)par.nr_inputs, sizeof(*dat_names)) : NULL;
 	dres = dat_path ? malloc(sizeof(*dres)) : NULL;
 	if (!outs || (dat_path && (!dat_names || !dres))) {
@@ -862,6 +887,7 @@ int cmd_merge(int argc, char **argv)
 	outs[0] = no_text ? NULL : out_path;
 	outs[1] = json_path;
 	outs[2] = report_path;
+	outs[3] = pf_path;
 	for (int i = 0; dat_path && i < par.nr_inputs; i++)
 		if (!inputs[i].app) {
 			hgm_dat_path(dat_path, inputs[i].guest, dat_names[i], sizeof(dat_names[i]));
@@ -941,8 +967,8 @@ int cmd_merge(int argc, char **argv)
 	par.json = jout;
 	par.progress = progress < 0 ? isatty(STDERR_FILENO) : progress;
 	par.opt.filter = filtering ? &filter : NULL;
-	/* Only trace.dat (and a report): its own pass is the merge. */
-	if (!tout && !jout && dat_path)
+	/* Only trace.dat or Perfetto (and a report): their own pass is the merge. */
+	if (!tout && !jout && (dat_path || pf_path))
 		rc = 0;
 	else
 		rc = threads > 1 ? hgm_par_run(&par, &res, err, sizeof(err)) :
@@ -981,6 +1007,24 @@ int cmd_merge(int argc, char **argv)
 			goto out;
 		}
 	}
+	if (pf_path) {
+		if (hg_output_open(&po, pf_path))
+			goto out;
+		setvbuf(po.f, NULL, _IOFBF, 1 << 20);
+		rc = hgm_pf_run(&par, po.f, &pres, !tout && !jout && !dat_path ? &res : NULL, err,
+				sizeof(err));
+		res.filtered = filtering;
+		if (rc) {
+			hg_err("--perfetto: %s: %s", hg_output_name(pf_path), err);
+			hg_output_abort(&po);
+			ret = rc == HGM_E_SYSTEM ? HGCLOCK_EXIT_FAILURE : HGCLOCK_EXIT_BAD_INPUT;
+			goto out;
+		}
+		ret = hg_output_commit(&po);
+		if (ret)
+			goto out;
+		ret = HGCLOCK_EXIT_FAILURE;
+	}
 	ret = tout ? hg_output_commit(&to) : HGCLOCK_EXIT_OK;
 	tout = NULL;
 	if (!ret && report_path)
@@ -996,6 +1040,8 @@ int cmd_merge(int argc, char **argv)
 			       inputs[i].path, res.in[i].app_tail_bytes);
 	if (!ret && dat_path)
 		dat_summary(dat_path, dres, quiet);
+	if (!ret && pf_path)
+		pf_summary(pf_path, &pres, quiet);
 	if (!ret && !quiet)
 		summary(&res);
 out:

@@ -225,6 +225,41 @@ void hgm_format_ts(char *buf, size_t len, uint32_t clock, uint64_t ts);
 
 /* ---- outputs (merge_out.c) ---- */
 
+/* The event's name ("sched_switch", "app:NAME", "perf:EVENT") in @buf when built there. */
+const char *hgm_event_name(const struct hgm_event *ev, char *buf, size_t len);
+/* A trace event's fields as trace-cmd report prints them (in @seq's buffer). */
+const char *hgm_event_info(struct trace_seq *seq, const struct hgm_event *ev);
+/* A perf sample's event ("cpu-clock") and where it hit ("IP SYM (DSO)"). */
+void hgm_perf_event_name(const struct hgev_rec *r, char *buf, size_t len);
+const char *hgm_perf_where(const struct hgev_rec *r);
+/* A value of the timeline's clock in host ns (TSC counts converted by tsc_khz). */
+uint64_t hgm_host_ns(const struct hgm *m, uint64_t host_ts);
+
+/* One run of a vCPU thread on a host CPU, in host ns. */
+struct hgm_run {
+	int32_t host_cpu;
+	int32_t guest;
+	int32_t vcpu;		/* the guest's CPU number, -1 unknown (vcpu_id then) */
+	int32_t vcpu_id;
+	int32_t host_tid;
+	uint64_t t0_ns, t1_ns;
+};
+
+struct hgm_runs {
+	struct hgm_run *run;
+	size_t nr, cap;
+	uint64_t nr_clipped;	/* runs cut short: they overlapped another on their host CPU */
+};
+
+/*
+ * The runs of the merged guests' vCPU threads (the correlation's tracking
+ * records) within [@min_ns, @max_ns], sorted by host CPU and start, none
+ * overlapping another on its host CPU.  0, or -1 when out of memory.
+ * hgm_runs_free() frees @r.
+ */
+int hgm_vcpu_runs(const struct hgm *m, uint64_t min_ns, uint64_t max_ns, struct hgm_runs *r);
+void hgm_runs_free(struct hgm_runs *r);
+
 /* Text in trace-cmd report's style; guest lines tagged (Documentation/merge.rst). */
 struct hgm_text {
 	FILE *out;
@@ -242,7 +277,9 @@ void hgm_text_free(struct hgm_text *t);
 /*
  * Chrome/Perfetto JSON trace: a process per machine, a track per host
  * CPU and per guest vCPU, guest events on their vCPU's track, and the
- * vCPU threads' runs as slices on the host CPU tracks.
+ * vCPU threads' runs as slices on the host CPU tracks and on the guest
+ * CPU tracks (the guest's events nest under the run that ran them), a
+ * flow joining the two.
  */
 struct hgm_json {
 	struct json_writer w;
@@ -368,5 +405,24 @@ int hgm_report_parse_sort(const char *spec, int *keys, int *nr, char *err, size_
  */
 int hgm_report_run(const struct hgm_par *par, const int *keys, int nr_keys, FILE *out,
 		   char *err, size_t err_len);
+
+/* ---- Perfetto trace output (merge_pftrace.c) ---- */
+
+struct hgm_pf_result {
+	uint64_t nr_events;		/* events written */
+	uint64_t nr_unmapped;		/* events without host time: not written */
+	uint64_t nr_runs;		/* vCPU runs written */
+	uint64_t nr_runs_clipped;	/* ... cut short: they overlapped on a host CPU */
+	uint64_t nr_packets, bytes;	/* the file's packets and size */
+};
+
+/*
+ * @par's inputs merged again on one thread (its filter applies) into a
+ * Perfetto trace on @out (Documentation/merge.rst, "Perfetto trace"),
+ * and the summary's counts into @counts (when not NULL).  0, or an
+ * HGM_E_* with @err.
+ */
+int hgm_pf_run(const struct hgm_par *par, FILE *out, struct hgm_pf_result *res,
+	       struct hgm_par_result *counts, char *err, size_t err_len);
 
 #endif /* HGCLOCK_MERGE_H */

@@ -16,7 +16,7 @@
 #include "appev.h"
 #include "merge.h"
 
-static const char *event_info(struct trace_seq *seq, const struct hgm_event *ev)
+const char *hgm_event_info(struct trace_seq *seq, const struct hgm_event *ev)
 {
 	trace_seq_reset(seq);
 	if (ev->event)
@@ -33,26 +33,26 @@ static const char *event_info(struct trace_seq *seq, const struct hgm_event *ev)
  * A perf sample (perf_in.c) is a record whose name is the sample's comm
  * and whose text is "EVENT IP SYM (DSO)": the event, and where.
  */
-static const char *perf_where(const struct hgev_rec *r)
+const char *hgm_perf_where(const struct hgev_rec *r)
 {
 	const char *sp = strchr(r->text, ' ');
 
 	return sp ? sp + 1 : "";
 }
 
-static void perf_event_name(const struct hgev_rec *r, char *buf, size_t len)
+void hgm_perf_event_name(const struct hgev_rec *r, char *buf, size_t len)
 {
 	size_t n = strcspn(r->text, " ");
 
 	snprintf(buf, len, "%.*s", (int)(n < len ? n : len - 1), r->text);
 }
 
-static const char *event_name(const struct hgm_event *ev, char *buf, size_t len)
+const char *hgm_event_name(const struct hgm_event *ev, char *buf, size_t len)
 {
 	if (ev->app && ev->in->perf) {
 		char name[64];
 
-		perf_event_name(ev->app, name, sizeof(name));
+		hgm_perf_event_name(ev->app, name, sizeof(name));
 		snprintf(buf, len, "perf:%s", name);
 		return buf;
 	}
@@ -170,7 +170,7 @@ static const char *app_info(struct trace_seq *seq, const struct hgm_event *ev)
 	const struct hgev_rec *r = ev->app;
 
 	if (ev->in->perf)
-		return perf_where(r);
+		return hgm_perf_where(r);
 	trace_seq_reset(seq);
 	trace_seq_printf(seq, "%s%s", kind[r->kind <= HGEV_KIND_END ? r->kind : 0], r->text);
 	trace_seq_terminate(seq);
@@ -183,7 +183,7 @@ int hgm_text_format(struct hgm_text *t, const struct hgm_event *ev)
 	int pid = ev->app ? (int)ev->app->tid : tep_data_pid(tep, ev->rec);
 	const char *comm = ev->app ? (ev->in->perf ? ev->app->name : ev->in->app_comm)
 				   : tep_data_comm_from_pid(tep, pid);
-	const char *info = ev->app ? app_info(t->seq, ev) : event_info(t->seq, ev);
+	const char *info = ev->app ? app_info(t->seq, ev) : hgm_event_info(t->seq, ev);
 	char tag[48], ts[32], name[HGEV_NAME_MAX + 8];
 	int err = 0;
 
@@ -205,7 +205,7 @@ int hgm_text_format(struct hgm_text *t, const struct hgm_event *ev)
 	err |= put_str(t, tag, 12, true) | put_str(t, " ", 0, true) | put_str(t, comm, 16, false) |
 	       put_str(t, "-", 0, true) | put_int(t, pid, 5, false) | put_str(t, " [", 0, true) |
 	       put_int(t, ev->cpu, 3, true) | put_str(t, "] ", 0, true) | put_str(t, ts, 0, true) |
-	       put_str(t, ": ", 0, true) | put_str(t, event_name(ev, name, sizeof(name)), 20, true) |
+	       put_str(t, ": ", 0, true) | put_str(t, hgm_event_name(ev, name, sizeof(name)), 20, true) |
 	       put_str(t, " ", 0, true) | put_str(t, info, 0, true);
 	if (ev->in->guest >= 0) {
 		if (ev->flags & HGM_EV_UNMAPPED) {
@@ -272,7 +272,7 @@ static bool first_of_machine(const struct hgm *m, int i)
 }
 
 /* Host clock value -> host ns (the JSON's time base). */
-static uint64_t json_ns(const struct hgm *m, uint64_t host_ts)
+uint64_t hgm_host_ns(const struct hgm *m, uint64_t host_ts)
 {
 	uint64_t khz = m->sync->host_info.tsc_khz;
 
@@ -373,7 +373,7 @@ int hgm_json_begin(struct hgm_json *j, FILE *out, const struct hgm *m)
 
 void hgm_json_span(struct hgm_json *j, const struct hgm *m, uint64_t host_ts)
 {
-	uint64_t ns = json_ns(m, host_ts);
+	uint64_t ns = hgm_host_ns(m, host_ts);
 
 	if (ns < j->min_ns)
 		j->min_ns = ns;
@@ -423,13 +423,13 @@ int hgm_json_write_event(struct json_writer *w, struct trace_seq *seq, const str
 			 const struct hgm_event *ev)
 {
 	struct tep_handle *tep = ev->in->tep;
-	uint64_t ns = json_ns(m, ev->host_ts);
+	uint64_t ns = hgm_host_ns(m, ev->host_ts);
 	char name[HGEV_NAME_MAX + 8];
 	int pid;
 
 	if (ev->app && ev->in->perf) {
 		/* A perf sample: an instant on its CPU's track, as a trace event. */
-		perf_event_name(ev->app, name, sizeof(name));
+		hgm_perf_event_name(ev->app, name, sizeof(name));
 		json_begin_object(w, NULL);
 		json_string(w, "ph", "i");
 		json_string(w, "s", "t");
@@ -441,7 +441,7 @@ int hgm_json_write_event(struct json_writer *w, struct trace_seq *seq, const str
 		json_begin_object(w, "args");
 		json_string(w, "comm", ev->app->name);
 		json_i64(w, "tid", ev->app->tid);
-		json_string(w, "where", perf_where(ev->app));
+		json_string(w, "where", hgm_perf_where(ev->app));
 	} else if (ev->app) {
 		json_app_head(w, ev, ns);
 	} else {
@@ -449,7 +449,7 @@ int hgm_json_write_event(struct json_writer *w, struct trace_seq *seq, const str
 		json_begin_object(w, NULL);
 		json_string(w, "ph", "i");
 		json_string(w, "s", "t");
-		json_string(w, "name", event_name(ev, name, sizeof(name)));
+		json_string(w, "name", hgm_event_name(ev, name, sizeof(name)));
 		json_string(w, "cat", ev->event && ev->event->system ? ev->event->system : "ftrace");
 		json_i64(w, "pid", json_pid(ev->in));
 		json_i64(w, "tid", ev->cpu);
@@ -457,7 +457,7 @@ int hgm_json_write_event(struct json_writer *w, struct trace_seq *seq, const str
 		json_begin_object(w, "args");
 		json_string(w, "comm", tep_data_comm_from_pid(tep, pid));
 		json_i64(w, "pid", pid);
-		json_string(w, "info", event_info(seq, ev));
+		json_string(w, "info", hgm_event_info(seq, ev));
 	}
 	if (ev->in->guest < 0 && (ev->flags & HGM_EV_UNMAPPED))
 		json_string(w, "mapping", "none");
@@ -492,21 +492,16 @@ int hgm_json_write_event(struct json_writer *w, struct trace_seq *seq, const str
 	return ferror(w->out) ? -1 : 0;
 }
 
-/* One vCPU thread's runs on the host CPU tracks, clipped to the span. */
-static void json_vcpu_runs(struct hgm_json *j, const struct hgm_input *in,
-			   const struct hgsync_vcpu *v)
+/* A vCPU's runs of one thread, clipped to [min_ns, max_ns], appended to @r. */
+static int vcpu_runs(const struct hgm *m, const struct hgm_input *in, const struct hgsync_vcpu *v,
+		     uint64_t min_ns, uint64_t max_ns, struct hgm_runs *r)
 {
-	const struct hgm *m = j->m;
 	/* Named by guest CPU, as the guest's events are (sync.rst, "vCPU identity"). */
 	int cpu = hgsync_vcpu_guest_cpu(m->sync, (uint32_t)in->guest, v->vcpu_id);
-	char name[64];
 
-	if (cpu < 0)
-		snprintf(name, sizeof(name), "g%d vcpu_id %d", in->guest, v->vcpu_id);
-	else
-		snprintf(name, sizeof(name), "g%d vCPU %d", in->guest, cpu);
 	for (size_t i = 0; i < v->nr_where; i++) {
 		const struct hgsync_where *a = &v->where[i];
+		struct hgm_run *run;
 		uint64_t t0, t1, end_tsc;
 
 		if (!a->running || a->host_cpu < 0)
@@ -514,63 +509,188 @@ static void json_vcpu_runs(struct hgm_json *j, const struct hgm_input *in,
 		end_tsc = i + 1 < v->nr_where ? v->where[i + 1].host_tsc : UINT64_MAX;
 		if (hgsync_host_from_tsc(m->sync, a->host_cpu, m->host_clock, a->host_tsc, &t0))
 			continue;
-		t0 = json_ns(m, t0);
+		t0 = hgm_host_ns(m, t0);
 		if (end_tsc == UINT64_MAX ||
 		    hgsync_host_from_tsc(m->sync, a->host_cpu, m->host_clock, end_tsc, &t1))
-			t1 = j->max_ns;
+			t1 = max_ns;
 		else
-			t1 = json_ns(m, t1);
-		if (t0 < j->min_ns)
-			t0 = j->min_ns;
-		if (t1 > j->max_ns)
-			t1 = j->max_ns;
+			t1 = hgm_host_ns(m, t1);
+		if (t0 < min_ns)
+			t0 = min_ns;
+		if (t1 > max_ns)
+			t1 = max_ns;
 		if (t1 <= t0)
 			continue;
-		json_begin_object(&j->w, NULL);
-		json_string(&j->w, "ph", "X");
-		json_string(&j->w, "name", name);
-		json_string(&j->w, "cat", "vcpu");
-		json_i64(&j->w, "pid", HGM_JSON_HOST_PID);
-		json_i64(&j->w, "tid", a->host_cpu);
-		json_fixed3(&j->w, "ts", t0);
-		json_fixed3(&j->w, "dur", t1 - t0);
-		json_begin_object(&j->w, "args");
-		json_i64(&j->w, "guest", in->guest);
-		json_i64(&j->w, "vcpu", cpu);
-		json_i64(&j->w, "vcpu_id", v->vcpu_id);
-		json_i64(&j->w, "host_tid", v->tid);
-		json_end_object(&j->w);
-		json_end_object(&j->w);
-		fputc('\n', j->w.out);
+		if (r->nr == r->cap) {
+			size_t cap = r->cap ? 2 * r->cap : 256;
+			struct hgm_run *n = reallocarray(r->run, cap, sizeof(*n));
+
+			if (!n)
+				return -1;
+			r->run = n;
+			r->cap = cap;
+		}
+		run = &r->run[r->nr++];
+		run->host_cpu = a->host_cpu;
+		run->guest = in->guest;
+		run->vcpu = cpu;
+		run->vcpu_id = v->vcpu_id;
+		run->host_tid = v->tid;
+		run->t0_ns = t0;
+		run->t1_ns = t1;
 	}
+	return 0;
+}
+
+static int run_cmp(const void *a, const void *b)
+{
+	const struct hgm_run *x = a, *y = b;
+
+	if (x->host_cpu != y->host_cpu)
+		return x->host_cpu < y->host_cpu ? -1 : 1;
+	if (x->t0_ns != y->t0_ns)
+		return x->t0_ns < y->t0_ns ? -1 : 1;
+	return x->guest != y->guest ? (x->guest < y->guest ? -1 : 1) :
+	       x->vcpu_id < y->vcpu_id ? -1 : x->vcpu_id > y->vcpu_id;
+}
+
+int hgm_vcpu_runs(const struct hgm *m, uint64_t min_ns, uint64_t max_ns, struct hgm_runs *r)
+{
+	const struct hgsync *s = m->sync;
+	size_t out = 0;
+
+	memset(r, 0, sizeof(*r));
+	if (min_ns > max_ns)
+		return 0;
+	for (int i = 0; i < m->nr_in; i++) {
+		const struct hgm_input *in = &m->in[i];
+
+		/* hgm_start() refused guests the file lacks: checked again here. */
+		if (in->guest < 0 || !first_of_machine(m, i) ||
+		    (unsigned int)in->guest >= s->nr_guests ||
+		    s->guests[in->guest].vm.vm_pid <= 0)
+			continue;
+		for (size_t k = 0; k < s->nr_vcpus; k++)
+			if (s->vcpus[k].vm_pid == s->guests[in->guest].vm.vm_pid &&
+			    s->vcpus[k].vcpu_id >= 0 &&
+			    vcpu_runs(m, in, &s->vcpus[k], min_ns, max_ns, r)) {
+				hgm_runs_free(r);
+				return -1;
+			}
+	}
+	/*
+	 * A host CPU runs one thread at a time: runs that overlap on one (the
+	 * records of two threads disagree by a few ns, or a damaged file)
+	 * are cut where the earlier ends, so that viewers nest them.
+	 */
+	if (r->nr)
+		qsort(r->run, r->nr, sizeof(*r->run), run_cmp);
+	for (size_t i = 0; i < r->nr; i++) {
+		struct hgm_run run = r->run[i];
+
+		if (out && r->run[out - 1].host_cpu == run.host_cpu &&
+		    run.t0_ns < r->run[out - 1].t1_ns) {
+			run.t0_ns = r->run[out - 1].t1_ns;
+			r->nr_clipped++;
+			if (run.t1_ns <= run.t0_ns)
+				continue;
+		}
+		r->run[out++] = run;
+	}
+	r->nr = out;
+	return 0;
+}
+
+void hgm_runs_free(struct hgm_runs *r)
+{
+	free(r->run);
+	memset(r, 0, sizeof(*r));
+}
+
+/* One run as a complete slice ("X") on the track @pid/@tid. */
+static void json_run_slice(struct json_writer *w, const char *name, int pid, int tid,
+			   const struct hgm_run *run)
+{
+	json_begin_object(w, NULL);
+	json_string(w, "ph", "X");
+	json_string(w, "name", name);
+	json_string(w, "cat", "vcpu");
+	json_i64(w, "pid", pid);
+	json_i64(w, "tid", tid);
+	json_fixed3(w, "ts", run->t0_ns);
+	json_fixed3(w, "dur", run->t1_ns - run->t0_ns);
+	json_begin_object(w, "args");
+	json_i64(w, "guest", run->guest);
+	json_i64(w, "vcpu", run->vcpu);
+	json_i64(w, "vcpu_id", run->vcpu_id);
+	json_i64(w, "host_cpu", run->host_cpu);
+	json_i64(w, "host_tid", run->host_tid);
+	json_end_object(w);
+	json_end_object(w);
+	fputc('\n', w->out);
+}
+
+/* A flow event: "s" starts flow @id in the slice at @ns, "f" ends it in the one enclosing @ns. */
+static void json_flow(struct json_writer *w, const char *ph, uint64_t id, int pid, int tid,
+		      uint64_t ns)
+{
+	json_begin_object(w, NULL);
+	json_string(w, "ph", ph);
+	json_string(w, "name", "runs");
+	json_string(w, "cat", "vcpu");
+	json_u64(w, "id", id);
+	json_i64(w, "pid", pid);
+	json_i64(w, "tid", tid);
+	json_fixed3(w, "ts", ns);
+	if (ph[0] == 'f')
+		json_string(w, "bp", "e");
+	json_end_object(w);
+	fputc('\n', w->out);
+}
+
+/*
+ * Each vCPU run twice: on its host CPU's track ("g0 vCPU 1"), and on the
+ * guest CPU's track ("on host CPU 3"), where the guest's events of that
+ * run nest under it; a flow arrow joins the two.
+ */
+static int json_runs(struct hgm_json *j)
+{
+	struct hgm_runs r;
+	char name[64];
+
+	if (hgm_vcpu_runs(j->m, j->min_ns, j->max_ns, &r))
+		return -1;
+	for (size_t i = 0; i < r.nr; i++) {
+		const struct hgm_run *run = &r.run[i];
+		int gpid = HGM_JSON_GUEST_PID + run->guest;
+
+		if (run->vcpu < 0)
+			snprintf(name, sizeof(name), "g%d vcpu_id %d", run->guest, run->vcpu_id);
+		else
+			snprintf(name, sizeof(name), "g%d vCPU %d", run->guest, run->vcpu);
+		json_run_slice(&j->w, name, HGM_JSON_HOST_PID, run->host_cpu, run);
+		if (run->vcpu < 0)
+			continue;
+		snprintf(name, sizeof(name), "on host CPU %d", run->host_cpu);
+		json_run_slice(&j->w, name, gpid, run->vcpu, run);
+		json_flow(&j->w, "s", i + 1, HGM_JSON_HOST_PID, run->host_cpu, run->t0_ns);
+		json_flow(&j->w, "f", i + 1, gpid, run->vcpu, run->t0_ns);
+	}
+	hgm_runs_free(&r);
+	return 0;
 }
 
 int hgm_json_end(struct hgm_json *j)
 {
-	const struct hgm *m = j->m;
-	const struct hgsync *s = m->sync;
+	int ret = json_runs(j);
 
-	if (j->min_ns <= j->max_ns)
-		for (int i = 0; i < m->nr_in; i++) {
-			const struct hgm_input *in = &m->in[i];
-
-			/* hgm_start() refused guests the file lacks: checked again here. */
-			if (in->guest < 0 || !first_of_machine(m, i) ||
-			    (unsigned int)in->guest >= s->nr_guests ||
-			    s->guests[in->guest].vm.vm_pid <= 0)
-				continue;
-			for (size_t k = 0; k < s->nr_vcpus; k++)
-				if (s->vcpus[k].vm_pid == s->guests[in->guest].vm.vm_pid &&
-				    s->vcpus[k].vcpu_id >= 0)
-					json_vcpu_runs(j, in, &s->vcpus[k]);
-		}
 	json_end_array(&j->w);
 	json_end_object(&j->w);
 	json_finish(&j->w);
 	trace_seq_destroy(j->seq);
 	free(j->seq);
 	j->seq = NULL;
-	return ferror(j->w.out) ? -1 : 0;
+	return ret || ferror(j->w.out) ? -1 : 0;
 }
 
 int hgm_outputs_event(void *ctx, const struct hgm_event *ev)

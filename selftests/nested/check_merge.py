@@ -21,6 +21,7 @@ import re
 import decimal
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -52,6 +53,7 @@ def main():
     tool, d = sys.argv[1], sys.argv[2]
     corr, host, guest = (os.path.join(d, f) for f in ("merge.hgc", "host.dat", "host-guest.dat"))
     txt, js = os.path.join(d, "merged.txt"), os.path.join(d, "merged.json")
+    pf = os.path.join(d, "merged.pftrace")
     # The applications' own events (merge-host.sh, merge-guest.sh), when they came.
     happ, gapp = os.path.join(d, "host-app.hgev"), os.path.join(d, "guest-app.hgev")
     apps = []
@@ -67,8 +69,8 @@ def main():
     report = os.path.join(d, "report.txt")
     if "--perf" in apps or "--guest-perf" in apps:
         apps += ["--report", report, "--sort", "guest,pcpu,vcpu,comm,sym"]
-    p = subprocess.run([tool, "merge", corr, host, guest, "-o", txt, "--json", js, "--no-progress"] + apps,
-                       capture_output=True, text=True)
+    p = subprocess.run([tool, "merge", corr, host, guest, "-o", txt, "--json", js, "--perfetto", pf,
+                        "--no-progress"] + apps, capture_output=True, text=True)
     print("# " + p.stderr.strip().replace("\n", "\n# "))
     tap(p.returncode == 0, "runs", "exit %d" % p.returncode)
     if p.returncode:
@@ -76,6 +78,17 @@ def main():
     with open(js) as f:
         trace = json.load(f, parse_float=decimal.Decimal)
     tap(True, "json_loads", "%d trace events" % len(trace["traceEvents"]))
+    # The Perfetto trace of the same merge: decoded by protoc, its
+    # invariants, the same trace events at the same ns as the text.
+    top = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    if shutil.which("protoc"):
+        r = subprocess.run([sys.executable, os.path.join(top, "tools", "pftrace_check.py"),
+                            os.path.join(top, "user", "perfetto_trace.proto"), pf, txt],
+                           capture_output=True, text=True)
+        out = (r.stdout + r.stderr).strip().split("\n")
+        tap(r.returncode == 0, "perfetto_invariants", " | ".join(out[:6]))
+    else:
+        skip("perfetto_invariants", "no protoc (tools/deps.sh installs protobuf-compiler)")
 
     tids = set()
     with open(os.path.join(d, "vcpu-tids")) as f:

@@ -851,5 +851,79 @@ else
 	no_temp_left dat_no_temp_left
 fi
 
+# ---- --perfetto: a native Perfetto trace (protobuf) -------------------------------
+# protoc decodes it against user/perfetto_trace.proto (Perfetto's field
+# numbers) and tools/pftrace_check.py checks merge.rst's invariants: each
+# machine's packets and tracks, slices paired, runs not overlapping on a
+# CPU, flows host -> guest, every placed guest event inside its run on both
+# sides, and the same trace events at the same ns as merge's text.
+pfcheck() { python3 "$top/tools/pftrace_check.py" "$top/user/perfetto_trace.proto" "$@" 2>&1; }
+if ! command -v protoc >/dev/null; then
+	for t in pftrace_invariants pftrace_filtered pftrace_app_tracks pftrace_checker_catches; do
+		skip "$t" "no protoc (tools/deps.sh installs protobuf-compiler)"
+	done
+else
+	run -- "${merge_in[@]}" -o pf.txt --perfetto out.pftrace
+	expect pftrace_written 0
+	if msg=$(pfcheck out.pftrace pf.txt) && grep -q ' 512 placed on host CPUs' <<<"$msg"; then
+		ok pftrace_invariants
+	else
+		not_ok pftrace_invariants "${msg//$'\n'/ | }"
+	fi
+	run -- merge merge.hgc host.dat guest.dat --no-text --perfetto alone.pftrace
+	expect pftrace_alone_summary 0 'Perfetto trace: alone.pftrace \([1-9][0-9]* events, [1-9][0-9]* vCPU runs'
+	if cmp -s out.pftrace alone.pftrace; then ok pftrace_alone_same_bytes; else not_ok pftrace_alone_same_bytes; fi
+	run -- "${merge_in[@]}" -o pff.txt --perfetto outf.pftrace --guests host,0 --to "$to" --events kvm,sched_switch
+	if msg=$(pfcheck outf.pftrace pff.txt) && [ "$(wc -l <pff.txt)" -lt "$(wc -l <pf.txt)" ] &&
+	   [ "$(stat -c %s outf.pftrace)" -lt "$(stat -c %s out.pftrace)" ]; then
+		ok pftrace_filtered
+	else
+		not_ok pftrace_filtered "${msg//$'\n'/ | }"
+	fi
+	# An application's thread: its own track, "req" a slice on it.
+	run -- "${merge_in[@]}" -o pfa.txt --perfetto app.pftrace --app app-host.hgev
+	dec=$(protoc --decode=perfetto.protos.Trace --proto_path="$top/user" \
+		"$top/user/perfetto_trace.proto" <app.pftrace 2>&1)
+	if msg=$(pfcheck app.pftrace pfa.txt) && grep -q 'thread_name: "cliapp 77 (app)"' <<<"$dec" &&
+	   [ "$(grep -c 'type: TYPE_SLICE_BEGIN' <<<"$dec")" -gt "$(grep -c 'name: "g0 vCPU' <<<"$dec")" ]; then
+		ok pftrace_app_tracks
+	else
+		not_ok pftrace_app_tracks "${msg//$'\n'/ | }"
+	fi
+	# The checker fails when it should: an event missing from the text, a cut file.
+	sed '1000d' pf.txt >pf-less.txt
+	head -c 100000 out.pftrace >cut.pftrace
+	if ! pfcheck out.pftrace pf-less.txt >/dev/null && ! pfcheck cut.pftrace >/dev/null; then
+		ok pftrace_checker_catches
+	else
+		not_ok pftrace_checker_catches "a changed text or a cut file passed"
+	fi
+	run -- "${merge_in[@]}" -o pf2.txt --perfetto guest.dat
+	expect pftrace_output_is_input_refused 2 'guest.dat.*input'
+	unchanged pftrace_output_is_input_unchanged guest.dat
+	run -- "${merge_in[@]}" --no-text --perfetto /dev/full
+	expect pftrace_full_device 1 'perfetto.*No space left on device'
+	no_temp_left pftrace_no_temp_left
+fi
+# The JSON: each vCPU run on its host CPU and on its guest CPU, a flow
+# from the one to the other at the run's start.
+run -- "${merge_in[@]}" --no-text --json runs.json
+if msg=$(python3 - runs.json <<'PY'
+import json, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+host = [e for e in ev if e.get("ph") == "X" and e["pid"] == 1]
+guest = [e for e in ev if e.get("ph") == "X" and e["pid"] >= 100]
+s = {e["id"]: e for e in ev if e.get("ph") == "s"}
+f = {e["id"]: e for e in ev if e.get("ph") == "f"}
+bad = [i for i in s if i not in f or f[i]["ts"] != s[i]["ts"] or f[i]["pid"] < 100]
+print(len(host), len(guest), len(s), len(bad))
+sys.exit(0 if host and len(guest) == len(host) == len(s) == len(f) and not bad else 1)
+PY
+); then
+	ok json_runs_both_sides_flows
+else
+	not_ok json_runs_both_sides_flows "$msg"
+fi
+
 echo "1..$n"
 [ "$failed" -eq 0 ]

@@ -119,26 +119,37 @@ bench_pair() {	# PREFIX DIR CORR HOST GUEST
 	bench_dat "$@"
 }
 
-# merge --dat (one thread: the trace.dat writer runs on the calling
-# thread) against trace-cmd report, and each output's bytes per million
-# events.
+# merge --dat and --perfetto (each one thread: their writers run on the
+# calling thread) and --json alone against trace-cmd report, and each
+# output's bytes per million events.
 bench_dat() {	# PREFIX DIR CORR HOST GUEST
-	local p=$1 d=$2 tmp hd ratio events txt dat
+	local p=$1 d=$2 tmp hd hp hj ratio events txt dat pf js
 	tmp=$(mktemp -d)
 	hd=$(measure "$tool" merge -q --no-progress --no-text --dat "$tmp/out.dat" \
+		"$d/$3" "$d/$4" "$d/$5") || { rm -rf "$tmp"; return 1; }
+	hp=$(measure "$tool" merge -q --no-progress --no-text --perfetto "$tmp/out.pftrace" \
+		"$d/$3" "$d/$4" "$d/$5") || { rm -rf "$tmp"; return 1; }
+	hj=$(measure "$tool" merge -q --no-progress --no-text --json "$tmp/out.json" \
 		"$d/$3" "$d/$4" "$d/$5") || { rm -rf "$tmp"; return 1; }
 	"$tool" merge -q --no-progress -o "$tmp/out.txt" "$d/$3" "$d/$4" "$d/$5" ||
 		{ rm -rf "$tmp"; return 1; }
 	events=$(wc -l <"$tmp/out.txt")
 	txt=$(stat -c %s "$tmp/out.txt")
 	dat=$(cat "$tmp"/out*.dat | wc -c)
-	ratio=$(awk -v a="${hd% *}" -v b="${tc% *}" 'BEGIN { printf "%.3f", a / b }')
-	echo "BENCH $p.hgclock_merge_dat_s ${hd% *} s"
-	echo "BENCH $p.time_ratio_merge_dat_over_report $ratio x"
-	echo "BENCH $p.hgclock_merge_dat_max_rss ${hd#* } KiB"
-	awk -v e="$events" -v t="$txt" -v d="$dat" -v p="$p" 'BEGIN { if (e > 0) {
+	pf=$(stat -c %s "$tmp/out.pftrace")
+	js=$(stat -c %s "$tmp/out.json")
+	for f in "dat $hd" "perfetto $hp" "json $hj"; do
+		set -- $f
+		ratio=$(awk -v a="$2" -v b="${tc% *}" 'BEGIN { printf "%.3f", a / b }')
+		echo "BENCH $p.hgclock_merge_$1_s $2 s"
+		echo "BENCH $p.time_ratio_merge_$1_over_report $ratio x"
+		echo "BENCH $p.hgclock_merge_$1_max_rss $3 KiB"
+	done
+	awk -v e="$events" -v t="$txt" -v d="$dat" -v f="$pf" -v j="$js" -v p="$p" 'BEGIN { if (e > 0) {
 		printf "BENCH %s.text_bytes_per_million_events %.0f bytes\n", p, t * 1e6 / e
-		printf "BENCH %s.dat_bytes_per_million_events %.0f bytes\n", p, d * 1e6 / e } }'
+		printf "BENCH %s.dat_bytes_per_million_events %.0f bytes\n", p, d * 1e6 / e
+		printf "BENCH %s.perfetto_bytes_per_million_events %.0f bytes\n", p, f * 1e6 / e
+		printf "BENCH %s.json_bytes_per_million_events %.0f bytes\n", p, j * 1e6 / e } }'
 	rm -rf "$tmp"
 }
 
@@ -163,7 +174,7 @@ peak_anon() {
 # Use an rbtree for mapping of cache pages", trace-cmd 3.2), so the
 # tools' own memory shows on uncompressed copies (trace-cmd convert).
 bench_memory() {	# PREFIX DIR CORR HOST GUEST
-	local p=$1 d=$2 tmp tc hg
+	local p=$1 d=$2 tmp tc hg fmt a
 	tmp=$(mktemp -d)
 	trace-cmd convert -i "$d/$4" -o "$tmp/host.dat" --file-version 6 --compression none >/dev/null 2>&1 &&
 	trace-cmd convert -i "$d/$5" -o "$tmp/guest.dat" --file-version 6 --compression none >/dev/null 2>&1 ||
@@ -173,6 +184,12 @@ bench_memory() {	# PREFIX DIR CORR HOST GUEST
 		{ rm -rf "$tmp"; return 1; }
 	echo "BENCH $p.uncompressed_tracecmd_report_anon_peak $tc KiB"
 	echo "BENCH $p.uncompressed_hgclock_merge_1thread_anon_peak $hg KiB"
+	# Each output alone: its memory must not grow with the events either.
+	for fmt in json dat perfetto; do
+		a=$(peak_anon "$tool" merge -q --no-progress --threads 1 --no-text --$fmt "$tmp/out.$fmt" \
+			"$d/$3" "$tmp/host.dat" "$tmp/guest.dat") || { rm -rf "$tmp"; return 1; }
+		echo "BENCH $p.uncompressed_hgclock_merge_${fmt}_anon_peak $a KiB"
+	done
 	rm -rf "$tmp"
 }
 

@@ -1,0 +1,552 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * hgclock merge --perfetto: the merged timeline as a native Perfetto
+ * trace (protobuf), one Perfetto machine per VM.  Documentation/merge.rst,
+ * "Perfetto trace".
+ *
+ * The file is Perfetto's Trace message: TracePackets one after another,
+ * each encoded by protobuf-c from user/perfetto_trace.proto (a subset of
+ * Perfetto's schema with Perfetto's field numbers) and framed as field 1
+ * of Trace.  What it holds:
+ *
+ *   - a track per machine (the host, each guest: its packets carry
+ *     machine_id = guest id + 1, the host's none), under it a track per
+ *     CPU (host) or per guest CPU, and a thread track per application
+ *     thread (hgclock_events_open(3));
+ *   - every trace event an instant on its CPU's track at its host time,
+ *     a guest's with its mapping as arguments (guest clock value, host
+ *     CPU and thread, method, bound); application events instants or
+ *     slices on their thread's track, perf samples instants;
+ *   - each vCPU run (the correlation's tracking records) twice: a slice
+ *     on its host CPU's track and one on the guest CPU's track, under
+ *     which that run's guest events nest, joined by a flow.
+ *
+ * Memory: one packet's buffer and the application threads already
+ * described, whatever the number of events: the events are written as
+ * the merge hands them over, in host time order.  The runs come last,
+ * from the correlation (already in memory); Perfetto sorts a file's
+ * packets by time before it reads the events.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event-parse.h>
+#include <trace-seq.h>
+
+#include "appev.h"
+#include "merge.h"
+#include "perfetto_trace.pb-c.h"
+
+typedef Perfetto__Protos__TracePacket pf_packet;
+typedef Perfetto__Protos__TrackEvent pf_event;
+typedef Perfetto__Protos__TrackDescriptor pf_track;
+typedef Perfetto__Protos__ThreadDescriptor pf_thread;
+typedef Perfetto__Protos__DebugAnnotation pf_arg;
+
+/* TracePacket.sequence_flags: SEQ_INCREMENTAL_STATE_CLEARED */
+#define PF_SEQ_CLEARED		1
+/* Trace.packet: field 1, length-delimited */
+#define PF_TRACE_PACKET_TAG	0x0a
+#define PF_MAX_ARGS		16
+
+/*
+ * Track uuids, unique in the file: machine m (0 the host, guest g is
+ * g + 1) in bits 40-51, the kind in 32-39, the CPU or thread id below.
+ */
+#define PF_KIND_MACHINE		0
+#define PF_KIND_CPU		1
+#define PF_KIND_THREAD		2
+
+static uint64_t track_uuid(int guest, unsigned int kind, uint32_t id)
+{
+	return ((uint64_t)(guest + 2) << 40) | ((uint64_t)kind << 32) | id;
+}
+
+/* Application threads described so far: an open-addressing set of uuids. */
+struct pf_seen {
+	uint64_t *slot;
+	size_t nr, cap;		/* cap: a power of 2, 0 before the first */
+};
+
+struct pf {
+	const struct hgm *m;
+	FILE *out;
+	uint8_t *buf;
+	size_t cap;
+	struct trace_seq *seq;
+	struct pf_seen threads;
+	bool *seq_started;	/* by machine: its sequence's first packet written */
+	uint64_t min_ns, max_ns;
+	struct hgm_pf_result *res;
+	int failed_errno;	/* a failed write or allocation: the run stops */
+};
+
+static uint32_t machine_index(int guest)
+{
+	return (uint32_t)(guest + 1);
+}
+
+/* Frames and writes @p as a packet of machine @guest (-1: the host). */
+static int put_packet(struct pf *pf, pf_packet *p, int guest)
+{
+	uint32_t mi = machine_index(guest);
+	uint8_t head[1 + 10];
+	size_t n, len, hlen = 0;
+
+	p->has_trusted_packet_sequence_id = true;
+	p->trusted_packet_sequence_id = mi + 1;
+	if (!pf->seq_started[mi]) {
+		p->has_sequence_flags = true;
+		p->sequence_flags = PF_SEQ_CLEARED;
+		pf->seq_started[mi] = true;
+	}
+	if (guest >= 0) {
+		p->has_machine_id = true;
+		p->machine_id = (uint32_t)guest + 1;
+	}
+	len = perfetto__protos__trace_packet__get_packed_size(p);
+	if (len > pf->cap) {
+		size_t cap = len < 4096 ? 4096 : 2 * len;
+		uint8_t *b = realloc(pf->buf, cap);
+
+		if (!b) {
+			pf->failed_errno = ENOMEM;
+			return -1;
+		}
+		pf->buf = b;
+		pf->cap = cap;
+	}
+	n = perfetto__protos__trace_packet__pack(p, pf->buf);
+	head[hlen++] = PF_TRACE_PACKET_TAG;
+	for (uint64_t v = n; ; v >>= 7) {
+		head[hlen++] = (uint8_t)((v & 0x7f) | (v >= 0x80 ? 0x80 : 0));
+		if (v < 0x80)
+			break;
+	}
+	if (n != len || fwrite(head, 1, hlen, pf->out) != hlen ||
+	    fwrite(pf->buf, 1, n, pf->out) != n) {
+		pf->failed_errno = n != len ? EINVAL : errno ? errno : EIO;
+		return -1;
+	}
+	pf->res->nr_packets++;
+	pf->res->bytes += hlen + n;
+	return 0;
+}
+
+static int put_track(struct pf *pf, int guest, uint64_t uuid, uint64_t parent, const char *name,
+		     const pf_thread *thread)
+{
+	pf_packet p = PERFETTO__PROTOS__TRACE_PACKET__INIT;
+	pf_track t = PERFETTO__PROTOS__TRACK_DESCRIPTOR__INIT;
+
+	t.has_uuid = true;
+	t.uuid = uuid;
+	t.name = (char *)name;
+	if (parent) {
+		t.has_parent_uuid = true;
+		t.parent_uuid = parent;
+	}
+	t.thread = (pf_thread *)thread;
+	p.track_descriptor = &t;
+	return put_packet(pf, &p, guest);
+}
+
+/* ---- an event's arguments, built on the stack ---- */
+
+struct pf_args {
+	pf_arg arg[PF_MAX_ARGS];
+	pf_arg *ptr[PF_MAX_ARGS];
+	int nr;
+};
+
+static pf_arg *arg_new(struct pf_args *a, const char *name)
+{
+	pf_arg init = PERFETTO__PROTOS__DEBUG_ANNOTATION__INIT;
+	pf_arg *x;
+
+	if (a->nr == PF_MAX_ARGS)
+		return NULL;
+	x = &a->arg[a->nr];
+	*x = init;
+	x->name = (char *)name;
+	a->ptr[a->nr++] = x;
+	return x;
+}
+
+static void arg_str(struct pf_args *a, const char *name, const char *v)
+{
+	pf_arg *x = arg_new(a, name);
+
+	if (x) {
+		x->value_case = PERFETTO__PROTOS__DEBUG_ANNOTATION__VALUE_STRING_VALUE;
+		x->string_value = (char *)v;
+	}
+}
+
+static void arg_int(struct pf_args *a, const char *name, int64_t v)
+{
+	pf_arg *x = arg_new(a, name);
+
+	if (x) {
+		x->value_case = PERFETTO__PROTOS__DEBUG_ANNOTATION__VALUE_INT_VALUE;
+		x->int_value = v;
+	}
+}
+
+static void arg_uint(struct pf_args *a, const char *name, uint64_t v)
+{
+	pf_arg *x = arg_new(a, name);
+
+	if (x) {
+		x->value_case = PERFETTO__PROTOS__DEBUG_ANNOTATION__VALUE_UINT_VALUE;
+		x->uint_value = v;
+	}
+}
+
+/* A track event at @ns on @track. */
+static int put_event(struct pf *pf, int guest, uint64_t ns, uint64_t track,
+		     Perfetto__Protos__TrackEvent__Type type, const char *cat, const char *name,
+		     struct pf_args *a, uint64_t *flow, uint64_t *end_flow)
+{
+	pf_packet p = PERFETTO__PROTOS__TRACE_PACKET__INIT;
+	pf_event e = PERFETTO__PROTOS__TRACK_EVENT__INIT;
+	char *cats[1] = { (char *)cat };
+
+	p.has_timestamp = true;
+	p.timestamp = ns;
+	e.has_type = true;
+	e.type = type;
+	e.has_track_uuid = true;
+	e.track_uuid = track;
+	if (type != PERFETTO__PROTOS__TRACK_EVENT__TYPE__TYPE_SLICE_END) {
+		e.name = (char *)name;
+		e.n_categories = 1;
+		e.categories = cats;
+	}
+	if (a) {
+		e.n_debug_annotations = (size_t)a->nr;
+		e.debug_annotations = a->ptr;
+	}
+	if (flow) {
+		e.n_flow_ids = 1;
+		e.flow_ids = flow;
+	}
+	if (end_flow) {
+		e.n_terminating_flow_ids = 1;
+		e.terminating_flow_ids = end_flow;
+	}
+	p.track_event = &e;
+	return put_packet(pf, &p, guest);
+}
+
+/* ---- application threads ---- */
+
+static uint64_t seen_hash(uint64_t key)
+{
+	key ^= key >> 33;
+	key *= 0xff51afd7ed558ccdULL;
+	return key ^ (key >> 33);
+}
+
+/* 1 if @key is new (now added), 0 if seen, -1 when out of memory. */
+static int seen_add(struct pf_seen *s, uint64_t key)
+{
+	size_t i;
+
+	if (2 * (s->nr + 1) > s->cap) {
+		size_t cap = s->cap ? 2 * s->cap : 64;
+		uint64_t *slot = calloc(cap, sizeof(*slot));
+
+		if (!slot)
+			return -1;
+		/* key 0 marks an empty slot: track uuids are never 0. */
+		for (size_t k = 0; k < s->cap; k++) {
+			if (!s->slot[k])
+				continue;
+			for (i = seen_hash(s->slot[k]) & (cap - 1); slot[i]; i = (i + 1) & (cap - 1))
+				;
+			slot[i] = s->slot[k];
+		}
+		free(s->slot);
+		s->slot = slot;
+		s->cap = cap;
+	}
+	for (i = seen_hash(key) & (s->cap - 1); s->slot[i]; i = (i + 1) & (s->cap - 1))
+		if (s->slot[i] == key)
+			return 0;
+	s->slot[i] = key;
+	s->nr++;
+	return 1;
+}
+
+/* The track of an application event's thread, described at its first event. */
+static int app_track(struct pf *pf, const struct hgm_event *ev, uint64_t *uuid)
+{
+	const struct hgm_input *in = ev->in;
+	pf_thread t = PERFETTO__PROTOS__THREAD_DESCRIPTOR__INIT;
+	uint32_t tid = ev->app->tid;
+	char name[64];
+	int ret;
+
+	*uuid = track_uuid(in->guest, PF_KIND_THREAD, tid);
+	ret = seen_add(&pf->threads, *uuid);
+	if (ret <= 0) {
+		if (ret < 0)
+			pf->failed_errno = ENOMEM;
+		return ret;
+	}
+	snprintf(name, sizeof(name), "%s %u (app)", in->app_comm, tid);
+	t.has_pid = true;
+	t.pid = (int32_t)in->app_pid;
+	t.has_tid = true;
+	t.tid = (int32_t)tid;
+	t.thread_name = name;
+	return put_track(pf, in->guest, *uuid, track_uuid(in->guest, PF_KIND_MACHINE, 0), name, &t);
+}
+
+/* ---- the tracks, the events, the runs ---- */
+
+/* The CPUs of machine @guest: its inputs', and (host) those its vCPUs ran on. */
+static int machine_cpus(const struct hgm *m, int guest)
+{
+	int n = 0;
+
+	for (int i = 0; i < m->nr_in; i++)
+		if (m->in[i].guest == guest && m->in[i].nr_cpus > n)
+			n = m->in[i].nr_cpus;
+	if (guest < 0 && m->sync->nr_host_cpus > (unsigned int)n)
+		n = (int)m->sync->nr_host_cpus;
+	if (guest >= 0)
+		for (size_t k = 0; k < m->sync->nr_vcpus; k++) {
+			const struct hgsync_vcpu *v = &m->sync->vcpus[k];
+			int cpu;
+
+			if ((unsigned int)guest >= m->sync->nr_guests ||
+			    v->vm_pid != m->sync->guests[guest].vm.vm_pid || v->vcpu_id < 0)
+				continue;
+			cpu = hgsync_vcpu_guest_cpu(m->sync, (uint32_t)guest, v->vcpu_id);
+			if (cpu >= n)
+				n = cpu + 1;
+		}
+	return n;
+}
+
+static int put_machine(struct pf *pf, int guest, const char *name)
+{
+	uint64_t root = track_uuid(guest, PF_KIND_MACHINE, 0);
+	int n = machine_cpus(pf->m, guest);
+	char cpu[32];
+
+	if (put_track(pf, guest, root, 0, name, NULL))
+		return -1;
+	for (int c = 0; c < n; c++) {
+		snprintf(cpu, sizeof(cpu), guest < 0 ? "CPU %d" : "vCPU %d", c);
+		if (put_track(pf, guest, track_uuid(guest, PF_KIND_CPU, (uint32_t)c), root, cpu, NULL))
+			return -1;
+	}
+	return 0;
+}
+
+static int pf_begin(struct pf *pf)
+{
+	const struct hgm *m = pf->m;
+	bool host_done = false;
+	char name[512];
+
+	for (int i = 0; i < m->nr_in; i++) {
+		const struct hgm_input *in = &m->in[i];
+		bool first = true;
+
+		for (int k = 0; k < i; k++)
+			first &= m->in[k].guest != in->guest;
+		if (!first)
+			continue;
+		if (in->guest < 0) {
+			snprintf(name, sizeof(name), "host (%s)", in->path);
+			host_done = true;
+		} else {
+			snprintf(name, sizeof(name), "guest %d (%s)", in->guest, in->path);
+		}
+		if (put_machine(pf, in->guest, name))
+			return -1;
+	}
+	/* The vCPU runs go on the host's CPU tracks, with or without its trace. */
+	if (!host_done && put_machine(pf, -1, "host CPUs (tracking only)"))
+		return -1;
+	return 0;
+}
+
+static int pf_emit(void *ctx, const struct hgm_event *ev)
+{
+	struct pf *pf = ctx;
+	const struct hgm_input *in = ev->in;
+	Perfetto__Protos__TrackEvent__Type type = PERFETTO__PROTOS__TRACK_EVENT__TYPE__TYPE_INSTANT;
+	struct pf_args a = { .nr = 0 };
+	char name[HGEV_NAME_MAX + 16], flags[64];
+	const char *cat, *ev_name = name;
+	uint64_t ns, track;
+	int pid;
+
+	/* No host time: nothing to place it at (the text output has it). */
+	if (ev->flags & HGM_EV_UNMAPPED) {
+		pf->res->nr_unmapped++;
+		return 0;
+	}
+	ns = hgm_host_ns(pf->m, ev->host_ts);
+	if (ns < pf->min_ns)
+		pf->min_ns = ns;
+	if (ns > pf->max_ns)
+		pf->max_ns = ns;
+	track = track_uuid(in->guest, PF_KIND_CPU, (uint32_t)ev->cpu);
+	if (ev->app && in->perf) {
+		hgm_perf_event_name(ev->app, name, sizeof(name));
+		cat = "perf";
+		arg_str(&a, "comm", ev->app->name);
+		arg_int(&a, "tid", ev->app->tid);
+		arg_str(&a, "where", hgm_perf_where(ev->app));
+	} else if (ev->app) {
+		if (app_track(pf, ev, &track) < 0)
+			return -1;
+		snprintf(name, sizeof(name), "%s", ev->app->name);
+		cat = "app";
+		if (ev->app->kind == HGEV_KIND_BEGIN)
+			type = PERFETTO__PROTOS__TRACK_EVENT__TYPE__TYPE_SLICE_BEGIN;
+		else if (ev->app->kind == HGEV_KIND_END)
+			type = PERFETTO__PROTOS__TRACK_EVENT__TYPE__TYPE_SLICE_END;
+		arg_int(&a, in->guest < 0 ? "cpu" : "vcpu", ev->cpu);
+		if (ev->app->text[0])
+			arg_str(&a, "text", ev->app->text);
+	} else {
+		ev_name = hgm_event_name(ev, name, sizeof(name));
+		cat = ev->event && ev->event->system ? ev->event->system : "ftrace";
+		pid = tep_data_pid(in->tep, ev->rec);
+		arg_str(&a, "comm", tep_data_comm_from_pid(in->tep, pid));
+		arg_int(&a, "pid", pid);
+		arg_str(&a, "info", hgm_event_info(pf->seq, ev));
+		if (ev->rec->missed_events)
+			arg_int(&a, "dropped_before", ev->rec->missed_events);
+	}
+	if (in->guest >= 0) {
+		arg_uint(&a, "guest_ts", ev->raw_ts);
+		arg_int(&a, "host_cpu", ev->host_cpu);
+		arg_int(&a, "host_tid", ev->host_tid);
+		arg_str(&a, "mapping", hgsync_method_name(ev->method));
+		if (ev->bound_ns == HGSYNC_NO_BOUND)
+			arg_str(&a, "bound_ns", "none");
+		else
+			arg_uint(&a, "bound_ns", ev->bound_ns);
+		if (ev->flags & (HGM_EV_NO_HOST_CPU | HGM_EV_NOT_RUNNING | HGM_EV_CPU_UNSURE)) {
+			snprintf(flags, sizeof(flags), "%s%s%s",
+				 ev->flags & HGM_EV_NO_HOST_CPU ? "no-host-cpu " : "",
+				 ev->flags & HGM_EV_NOT_RUNNING ? "not-running " : "",
+				 ev->flags & HGM_EV_CPU_UNSURE ? "cpu-unsure " : "");
+			flags[strlen(flags) - 1] = '\0';
+			arg_str(&a, "flags", flags);
+		}
+	}
+	pf->res->nr_events++;
+	return put_event(pf, in->guest, ns, track, type, cat, ev_name, &a, NULL, NULL);
+}
+
+/*
+ * Each run a slice on its host CPU's track and, when the guest CPU is
+ * known, one on that CPU's track, a flow from the first to the second.
+ */
+static int pf_runs(struct pf *pf)
+{
+	const Perfetto__Protos__TrackEvent__Type begin =
+		PERFETTO__PROTOS__TRACK_EVENT__TYPE__TYPE_SLICE_BEGIN;
+	const Perfetto__Protos__TrackEvent__Type end =
+		PERFETTO__PROTOS__TRACK_EVENT__TYPE__TYPE_SLICE_END;
+	struct hgm_runs r;
+	char name[64];
+	int ret = 0;
+
+	if (hgm_vcpu_runs(pf->m, pf->min_ns, pf->max_ns, &r)) {
+		pf->failed_errno = ENOMEM;
+		return -1;
+	}
+	pf->res->nr_runs_clipped = r.nr_clipped;
+	for (size_t i = 0; i < r.nr && !ret; i++) {
+		const struct hgm_run *run = &r.run[i];
+		uint64_t host_track = track_uuid(-1, PF_KIND_CPU, (uint32_t)run->host_cpu);
+		uint64_t flow = i + 1;
+		struct pf_args a = { .nr = 0 };
+
+		if (run->vcpu < 0)
+			snprintf(name, sizeof(name), "g%d vcpu_id %d", run->guest, run->vcpu_id);
+		else
+			snprintf(name, sizeof(name), "g%d vCPU %d", run->guest, run->vcpu);
+		arg_int(&a, "guest", run->guest);
+		arg_int(&a, "vcpu", run->vcpu);
+		arg_int(&a, "vcpu_id", run->vcpu_id);
+		arg_int(&a, "host_cpu", run->host_cpu);
+		arg_int(&a, "host_tid", run->host_tid);
+		ret = put_event(pf, -1, run->t0_ns, host_track, begin, "vcpu", name, &a,
+				run->vcpu < 0 ? NULL : &flow, NULL) ||
+		      put_event(pf, -1, run->t1_ns, host_track, end, "vcpu", NULL, NULL, NULL, NULL);
+		pf->res->nr_runs++;
+		if (ret || run->vcpu < 0)
+			continue;
+		snprintf(name, sizeof(name), "on host CPU %d", run->host_cpu);
+		ret = put_event(pf, run->guest, run->t0_ns,
+				track_uuid(run->guest, PF_KIND_CPU, (uint32_t)run->vcpu), begin,
+				"vcpu", name, &a, NULL, &flow) ||
+		      put_event(pf, run->guest, run->t1_ns,
+				track_uuid(run->guest, PF_KIND_CPU, (uint32_t)run->vcpu), end,
+				"vcpu", NULL, NULL, NULL, NULL);
+	}
+	hgm_runs_free(&r);
+	return ret ? -1 : 0;
+}
+
+int hgm_pf_run(const struct hgm_par *par, FILE *out, struct hgm_pf_result *res,
+	       struct hgm_par_result *counts, char *err, size_t err_len)
+{
+	struct hgm m = { 0 };
+	struct hgm_options opt = par->opt;
+	struct pf pf = { .m = &m, .out = out, .res = res, .min_ns = UINT64_MAX };
+	int ret = 0;
+
+	memset(res, 0, sizeof(*res));
+	opt.progress = false;
+	opt.shard = opt.nr_shards = 0;
+	for (int i = 0; i < par->nr_inputs && !ret; i++)
+		ret = hgm_add_spec(&m, &par->inputs[i], err, err_len);
+	if (!ret)
+		ret = hgm_start(&m, par->sync, &opt, err, err_len);
+	if (ret)
+		goto out;
+	pf.seq = malloc(sizeof(*pf.seq));
+	pf.seq_started = calloc(HGSYNC_MAX_GUESTS + 1, sizeof(*pf.seq_started));
+	if (!pf.seq || !pf.seq_started) {
+		free(pf.seq);
+		pf.seq = NULL;
+		snprintf(err, err_len, "out of memory");
+		ret = HGM_E_SYSTEM;
+		goto out;
+	}
+	trace_seq_init(pf.seq);
+	if (pf_begin(&pf) || hgm_run(&m, pf_emit, &pf) || pf_runs(&pf) || fflush(out)) {
+		snprintf(err, err_len, "writing the Perfetto trace: %s",
+			 strerror(pf.failed_errno ? pf.failed_errno : errno ? errno : EIO));
+		ret = HGM_E_SYSTEM;
+		goto out;
+	}
+	if (counts)
+		hgm_result(&m, counts);
+out:
+	if (pf.seq) {
+		trace_seq_destroy(pf.seq);
+		free(pf.seq);
+	}
+	free(pf.seq_started);
+	free(pf.threads.slot);
+	free(pf.buf);
+	hgm_close(&m);
+	return ret;
+}
