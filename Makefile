@@ -58,6 +58,8 @@ TOOL_SRCS += user/vmfind.c user/perf_in.c user/merge_report.c user/merge_filter.
 TOOL_SRCS += user/merge_pftrace.c
 # pairmark (guest side) and reading its markers from a guest trace.dat (host side)
 TOOL_SRCS += user/cmd_pairmark.c user/markpair_trace.c
+# trace.dat handles shared by a command's readers (merge: checks, pairing, passes)
+TOOL_SRCS += user/trace_pool.c
 LIB := $(BUILD)/user/libhgclock.a
 TOOL := $(BUILD)/user/hgclock
 # The shared library for applications (Documentation/library.rst): the
@@ -232,10 +234,12 @@ $(BUILD)/unit/data/%: selftests/data/%.xz
 	xz -dc $< >$@.tmp && mv $@.tmp $@
 
 $(BUILD)/unit/test_merge: selftests/unit/test_merge.c user/merge.c user/merge_out.c user/merge_par.c \
+		user/trace_pool.c user/trace_pool.h \
 		user/perf_in.c user/perf_in.h user/merge_report.c user/merge_filter.c \
 		user/json.c user/merge.h selftests/unit/gen.h $(LIB) $(KSFT_HDR) $(MERGE_DATA)
 	@mkdir -p $(dir $@)
 	$(CC) $(SELFTEST_CFLAGS) $(TRACECMD_CFLAGS) -o $@ selftests/unit/test_merge.c user/merge.c \
+		user/trace_pool.c \
 		user/merge_out.c user/merge_par.c user/json.c user/perf_in.c user/merge_report.c \
 		user/merge_filter.c $(LIB) $(TRACECMD_LIBS) $(ZSTD_LIBS) \
 		-lpthread -lm

@@ -24,6 +24,7 @@
 #include "markpair.h"
 #include "output.h"
 #include "sync.h"
+#include "trace_pool.h"
 #include "vcpu_lines.h"
 
 static void print_one(const struct hgsync *s, uint32_t guest, int vcpu, uint32_t clock,
@@ -94,7 +95,7 @@ static int add_markers(struct hgsync *s, uint32_t guest, const char *path)
 		return HGCLOCK_EXIT_BAD_INPUT;
 	}
 	ret = hg_markpair_collect(h, s, &opts, &pairs, &nr, &st);
-	tracecmd_close(h);
+	hg_trace_close(h);
 	if (ret == -EINVAL) {
 		hg_err("%s: trace clock '%s' cannot be mapped", path, st.clock_name);
 		return HGCLOCK_EXIT_BAD_INPUT;

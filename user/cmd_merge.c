@@ -26,6 +26,7 @@
 #include "libhgclock.h"
 #include "markpair.h"
 #include "merge.h"
+#include "trace_pool.h"
 #include "output.h"
 #include "perf_in.h"
 #include "tracecmd_priv.h"
@@ -58,7 +59,7 @@ static int add_marker_pairs(struct hgsync *s, const char *corr,
 		return HGCLOCK_EXIT_BAD_INPUT;
 	}
 	ret = hg_markpair_collect(h, s, &opts, &pairs, &nr, &st);
-	tracecmd_close(h);
+	hg_trace_keep(h);	/* the merge reads it again */
 	if (ret == -EINVAL)		/* a clock merge refuses itself, later */
 		return 0;
 	if (!ret && nr)
@@ -492,19 +493,26 @@ static int check_claims(const struct hgsync *s, const void *buf, size_t len,
 	size_t nr_unchecked = 0;
 	/* Per input, on the heap: up to HGM_MAX_INPUTS of them (155 KB). */
 	struct tracecmd_input **h = calloc((size_t)n, sizeof(*h));
+	const char **paths = calloc((size_t)n, sizeof(*paths));
 	struct stat *st = calloc((size_t)n, sizeof(*st));
 	char corr_host[256], name[256];
 	const char *why = NULL;
 	char msg[1024];
 	int ret = HGCLOCK_EXIT_OK;
 
-	if (!h || !st) {
+	if (!h || !st || !paths) {
 		free(h);
+		free(paths);
 		free(st);
 		hg_err("out of memory");
 		return HGCLOCK_EXIT_FAILURE;
 	}
 	corr_host_name(buf, len, corr_host, sizeof(corr_host));
+	/* Unreadable files are the merge's to report, with its words. */
+	for (int i = 0; i < n; i++)
+		paths[i] = in[i].app ? NULL : in[i].path;
+	hg_trace_open_all(paths, n, h);
+	free(paths);
 	for (int i = 0; i < n; i++) {
 		if (stat(in[i].path, &st[i]))
 			memset(&st[i], 0, sizeof(st[i]));
@@ -515,8 +523,6 @@ static int check_claims(const struct hgsync *s, const void *buf, size_t len,
 					 "cannot be two machines'", in[j].path, in[i].path);
 				why = msg;
 			}
-		h[i] = in[i].app ? NULL : tracecmd_open_head(in[i].path, 0);
-		/* Unreadable files are the merge's to report, with its words. */
 	}
 	for (int i = 0; i < n && !why; i++) {
 		if (in[i].app) {
@@ -584,9 +590,10 @@ static int check_claims(const struct hgsync *s, const void *buf, size_t len,
 		       "1.3): cannot check that the trace given is that guest's", corr,
 		       nr_unchecked > 1 ? "s" : "", unchecked_ids, nr_unchecked > 8 ? "..." : "");
 	}
+	/* The merge reads them again. */
 	for (int i = 0; i < n; i++)
 		if (h[i])
-			tracecmd_close(h[i]);
+			hg_trace_keep(h[i]);
 	free(h);
 	free(st);
 	return ret;
@@ -1045,6 +1052,7 @@ int cmd_merge(int argc, char **argv)
 	if (!ret && !quiet)
 		summary(&res);
 out:
+	hg_trace_pool_close();
 	if (tout)
 		hg_output_abort(&to);
 	if (jout)

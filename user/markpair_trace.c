@@ -21,6 +21,7 @@
 #include "libhgclock.h"
 #include "markpair.h"
 #include "sync.h"
+#include "trace_pool.h"
 #include "tracecmd_priv.h"
 
 /* More markers than this in one trace is not a pairing run: refused. */
@@ -28,22 +29,8 @@
 
 struct tracecmd_input *hg_markpair_open(const char *path, char *err, size_t err_len)
 {
-	struct tracecmd_input *h = tracecmd_open_head(path, 0);
-
-	if (!h) {
-		snprintf(err, err_len,
-			 "%s: not a trace-cmd trace.dat file, or truncated or damaged", path);
-		return NULL;
-	}
-	/* Before the data: trace-cmd's own guest TimeShift must not apply. */
-	tracecmd_set_flag(h, HG_TRACECMD_FL_RAW_TS);
-	if (tracecmd_init_data(h) < 0) {
-		snprintf(err, err_len, "%s: cannot read its trace data (truncated or damaged?)",
-			 path);
-		tracecmd_close(h);
-		return NULL;
-	}
-	return h;
+	/* trace-cmd's own guest TimeShift must not apply: the pool's handles have it off. */
+	return hg_trace_open(path, err, err_len);
 }
 
 struct marker_vec {

@@ -25,6 +25,7 @@
 #include "appev.h"
 #include "libhgclock.h"
 #include "merge.h"
+#include "trace_pool.h"
 #include "tracecmd_priv.h"
 
 struct hgm_stream {
@@ -295,17 +296,9 @@ static int add_input(struct hgm *m, const char *path, int guest, char *err, size
 	 * Headers first, then the raw-timestamp flag, then the data: the
 	 * flag must be set before the options (TimeShift) are applied.
 	 */
-	in->handle = tracecmd_open_head(path, 0);
-	if (!in->handle) {
-		set_err(err, err_len, "%s: not a trace-cmd trace.dat file, or truncated or damaged", path);
+	in->handle = hg_trace_open(path, err, err_len);
+	if (!in->handle)
 		return -1;
-	}
-	tracecmd_set_flag(in->handle, HG_TRACECMD_FL_RAW_TS);
-	if (tracecmd_init_data(in->handle) < 0) {
-		set_err(err, err_len, "%s: cannot read its trace data (truncated or damaged?)", path);
-		tracecmd_close(in->handle);
-		return -1;
-	}
 	in->tep = tracecmd_get_tep(in->handle);
 	in->nr_cpus = tracecmd_cpus(in->handle);
 	clock = tracecmd_get_trace_clock(in->handle);
@@ -315,16 +308,16 @@ static int add_input(struct hgm *m, const char *path, int guest, char *err, size
 			"%s: recorded with the '%s' trace clock, which hgclock cannot map exactly "
 			"(it maps local, perf and x86-tsc: trace-cmd record -C local)", path,
 			in->clock_name);
-		tracecmd_close(in->handle);
+		hg_trace_close(in->handle);
 		return -1;
 	}
 	if (!in->tep || in->nr_cpus <= 0) {
 		set_err(err, err_len, "%s: no CPUs or no event formats in the file", path);
-		tracecmd_close(in->handle);
+		hg_trace_close(in->handle);
 		return -1;
 	}
 	if (check_trace_data_once(m->checked, in, err, err_len)) {
-		tracecmd_close(in->handle);
+		hg_trace_close(in->handle);
 		return -1;
 	}
 	m->nr_in++;
@@ -1124,8 +1117,13 @@ void hgm_close(struct hgm *m)
 		free(st->app_rec);
 	}
 	for (int i = 0; i < m->nr_in; i++) {
+		/*
+		 * Closed, not given back: printing events taught its tep the
+		 * tasks' names (sched_switch's handler registers them), and a
+		 * later pass would print them where a fresh handle prints <...>.
+		 */
 		if (m->in[i].handle)
-			tracecmd_close(m->in[i].handle);
+			hg_trace_close(m->in[i].handle);
 		free(m->in[i].app_last_ts);
 		free(m->in[i].app_tids);
 		free(m->in[i].name_keep);

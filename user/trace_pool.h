@@ -1,0 +1,57 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * trace.dat files opened once per command (user/trace_pool.c).
+ *
+ * Opening a trace.dat parses its whole header: event formats and the
+ * kernel's symbol table (kallsyms, some 100k lines scanned one by one),
+ * which is most of the cost of opening it.  hgclock merge reads the same
+ * files several times: its checks of what the inputs claim, the marker
+ * pairing of each guest trace, the merge, and the passes of --dat,
+ * --perfetto and --report.  Each takes a handle from this pool when one
+ * for the same path is there, and gives it back when done, so a file is
+ * parsed once per command (and once per extra worker thread).
+ *
+ * Every handle is in one state: headers read, trace-cmd's time shift off
+ * (HG_TRACECMD_FL_RAW_TS, set before the data is initialised), the data
+ * initialised.  Its readers start each CPU with tracecmd_read_cpu_first(),
+ * which rewinds, so where the last reader stopped does not matter.
+ */
+#ifndef HGCLOCK_TRACE_POOL_H
+#define HGCLOCK_TRACE_POOL_H
+
+#include <stddef.h>
+
+struct tracecmd_input;
+
+/*
+ * A handle for @path: one given back for that path, or a new one.  NULL
+ * with a message in @err when the file cannot be read as a trace.dat.
+ * Thread-safe.
+ */
+struct tracecmd_input *hg_trace_open(const char *path, char *err, size_t err_len);
+
+/*
+ * Gives @h, from hg_trace_open(), back for the next reader (a handle the
+ * pool could not track is closed).  Only a handle that printed no event:
+ * printing teaches its tep the tasks' names, which would change what a
+ * later reader prints.
+ */
+void hg_trace_keep(struct tracecmd_input *h);
+
+/* Closes @h, from hg_trace_open(), for good (a handle that printed events). */
+void hg_trace_close(struct tracecmd_input *h);
+
+/* Threads hg_trace_open_all() uses at most (and no more than the CPUs). */
+#define HG_TRACE_OPEN_THREADS	8
+
+/*
+ * hg_trace_open() of each non-NULL @paths[i] into @out[i] (NULL for the
+ * others and for files that cannot be read: their readers say why), on
+ * several threads: opening is mostly parsing, one CPU's work per file.
+ */
+void hg_trace_open_all(const char *const *paths, int n, struct tracecmd_input **out);
+
+/* Closes every handle in the pool (before exit: the files are done with). */
+void hg_trace_pool_close(void);
+
+#endif /* HGCLOCK_TRACE_POOL_H */
