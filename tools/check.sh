@@ -16,8 +16,8 @@
 #                     empty: none)
 #   HGCLOCK_MOVING_KERNELS series for the nested moving-offsets test
 #                          (default: the last nested series)
-#   HGCLOCK_MERGE_KERNELS  series for the nested merge test (default: the
-#                     last of HGCLOCK_NESTED_KERNELS; empty: none)
+#   HGCLOCK_MERGE_KERNELS  series for the nested merge test (default:
+#                     HGCLOCK_NESTED_KERNELS, 6.1 and 6.12; empty: none)
 #   HGCLOCK_MERGE_LIBVIRT  1 (default): the merge test's guest is a libvirt
 #                     domain, found by record --guest domain:guest; 0: QEMU
 #                     started by hand, found by its vsock CID
@@ -349,9 +349,10 @@ done
 # CPUs (selftests/nested/merge-host.sh); the merged timeline is then
 # checked here against the host's own kvm_entry/kvm_exit trace
 # (selftests/nested/check_merge.py).  Retries as the nested tests do.
-# One kernel by default (the last nested series): the tracking it relies
-# on is tested on every nested kernel above, and CI time is bounded.
-merge_kernels=${HGCLOCK_MERGE_KERNELS-$(echo $nested_kernels | awk '{ print $NF }')}
+# Every nested series (a boot of about three minutes each): the merged
+# timeline, application events and the outputs on each kernel the guest
+# and host may run.
+merge_kernels=${HGCLOCK_MERGE_KERNELS-$nested_kernels}
 for series in $merge_kernels; do
 	kver=$(vm_series_kernel "$series")
 	[ -n "$kver" ] && [ -f "$build/module/$kver/hgclock.ko" ] || continue
