@@ -359,6 +359,9 @@ for series in $merge_kernels; do
 	name="nested_merge_${series}"
 	logs=$top/$build/nested-merge-$series
 	mapfile -t tc_files < <(vm_tracecmd_guest_files)
+	# The application for the guest too (merge-guest.sh).
+	[ -x "$build/selftests/hgclock-events" ] &&
+		tc_files+=(--guest-file "$build/selftests/hgclock-events:bin/hgclock-events")
 	nested_prepare "$name"
 	for attempt in $(seq 1 "$nested_attempts"); do
 		note "nested merge scenario on $kver (attempt $attempt)"
@@ -411,6 +414,7 @@ for series in $merge_kernels; do
 	fi
 	own ok "$name"
 	HGCLOCK_EXPECT_APIC_GAP=${HGCLOCK_MERGE_APIC_GAP:-1} \
+	HGCLOCK_EXPECT_GUEST_APP=$([ -x "$build/selftests/hgclock-events" ] && echo 1) \
 		python3 selftests/nested/check_merge.py "$build/user/hgclock" "$logs" >"$log_dir/$name.check" 2>&1
 	sed "s/^\(\(not \)\?ok [0-9]*\) /\1 $name: /" "$log_dir/$name.check" | tee -a "$tap_log"
 	grep -qE '^(not )?ok' "$log_dir/$name.check" || own not-ok "${name}_check" "check_merge.py failed"

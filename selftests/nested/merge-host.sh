@@ -16,7 +16,7 @@ tool=$HGCLOCK_TOOL
 out=$(dirname "$HGCLOCK_GUEST_CONSOLE")
 secs=${HGCLOCK_MERGE_SECONDS:-6}
 host_events=${HGCLOCK_MERGE_HOST_EVENTS:--e kvm:kvm_entry -e kvm:kvm_exit -e sched:sched_switch}
-guest_events=${HGCLOCK_MERGE_GUEST_EVENTS:--e sched:sched_switch -e sched:sched_wakeup}
+guest_events=${HGCLOCK_MERGE_GUEST_EVENTS:--e sched:sched_switch -e sched:sched_wakeup -e syscalls:sys_enter_clock_nanosleep -e syscalls:sys_exit_clock_nanosleep}
 move_ms=${HGCLOCK_MERGE_MOVE_MS:-300}
 rm -f "$out"/merge.hgc "$out"/host.dat "$out"/host-guest.dat "$out"/libvirt.tap "$out"/guest-apic \
 	"$out"/merged-record.txt "$out"/host-app.hgev "$out"/guest-app.hgev "$out"/host-perf.data \
@@ -69,9 +69,7 @@ rm -f /tmp/stop-moving
 mover=$!
 
 # A host application's events during the recording, in the traces' local
-# clock.  Not in the guest: its only way out for files is its serial
-# console, which under nested emulation starves it (RCU stalls while 20 KB
-# crossed, 2026-12-02).  No perf record here: enabling perf flips the
+# clock (the guest runs the same program: merge-guest.sh).  No perf record here: enabling perf flips the
 # scheduler's static keys (perf_sched_events), a text patch, and QEMU's
 # multi-threaded TCG ran the stale code (CI 2026-12-02: "Oops: int3" in
 # ttwu_do_activate as perf started).  Documentation/perf-apps.rst.
@@ -115,7 +113,12 @@ if [ "$spec" = domain:guest ]; then
 		grep -q '^g0 v1 .* kvm-exact}' '$out/merged-record.txt'"
 fi
 guest_send DONE
-guest_wait "guest: done" 60 >/dev/null
+guest_wait "guest: done" 120 >/dev/null
+# The guest's application events, through the guestout share.
+if [ -s /tmp/guest-out/guest-app.hgev ]; then
+	cp /tmp/guest-out/guest-app.hgev "$out/guest-app.hgev"
+	echo "merge: guest app events: $(stat -c %s "$out/guest-app.hgev") bytes"
+fi
 hold_release
 ls -l "$out"/merge.hgc "$out"/host.dat "$out"/host-guest.dat 2>&1 | sed 's/^/merge: /'
 [ $tc -eq 0 ] && [ $rc -eq 0 ]

@@ -108,6 +108,11 @@ $(lv_vcpus_xml)
       <target dir='hostroot'/>
       <readonly/>
     </filesystem>
+    <filesystem type='mount' accessmode='squash' multidevs='remap'>
+      <driver type='path'/>
+      <source dir='/tmp/guest-out'/>
+      <target dir='guestout'/>
+    </filesystem>
     <vsock model='virtio'>
       <cid auto='no' address='3'/>
     </vsock>
