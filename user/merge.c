@@ -1165,3 +1165,17 @@ void hgm_format_ts(char *buf, size_t len, uint32_t clock, uint64_t ts)
 	memcpy(buf, d + sizeof(d) - n, n);
 	buf[n] = '\0';
 }
+
+int hgm_start_pass(struct hgm *m, const struct hgm_par *par, char *err, size_t err_len)
+{
+	struct hgm_options opt = par->opt;
+	int ret = 0;
+
+	opt.progress = false;
+	opt.shard = opt.nr_shards = 0;
+	for (int i = 0; i < par->nr_inputs && !ret; i++)
+		ret = hgm_add_spec(m, &par->inputs[i], err, err_len);
+	if (!ret)
+		ret = hgm_start(m, par->sync, &opt, err, err_len);
+	return ret;
+}

@@ -355,6 +355,14 @@ void hgm_result(const struct hgm *m, struct hgm_par_result *res);
 int hgm_add_spec(struct hgm *m, const struct hgm_input_spec *in, char *err, size_t err_len);
 
 /*
+ * A pass of its own over @par's inputs (--dat, --perfetto): every input
+ * added to the zeroed @m and the merge started with @par's options, on
+ * this thread alone and without a progress line.  0, or an HGM_E_* with
+ * @err; hgm_close(@m) either way.
+ */
+int hgm_start_pass(struct hgm *m, const struct hgm_par *par, char *err, size_t err_len);
+
+/*
  * The merge of @par's inputs on @par->nr_threads workers plus the calling
  * thread, writing the same bytes in the same order as hgm_run() with the
  * outputs above would.  0, or an HGM_E_* with a message in @err.

@@ -477,17 +477,11 @@ int hgm_dat_run(const struct hgm_par *par, const char *path, struct hgm_dat_resu
 		struct hgm_par_result *counts, char *err, size_t err_len)
 {
 	struct hgm m = { 0 };
-	struct hgm_options opt = par->opt;
 	struct dat d = { .m = &m };
-	int ret = 0;
+	int ret;
 
 	memset(res, 0, sizeof(*res));
-	opt.progress = false;
-	opt.shard = opt.nr_shards = 0;
-	for (int i = 0; i < par->nr_inputs && !ret; i++)
-		ret = hgm_add_spec(&m, &par->inputs[i], err, err_len);
-	if (!ret)
-		ret = hgm_start(&m, par->sync, &opt, err, err_len);
+	ret = hgm_start_pass(&m, par, err, err_len);
 	for (int i = 0; !ret && i < m.nr_in; i++)
 		if (!m.in[i].app) {
 			d.page_size = tracecmd_page_size(m.in[i].handle);

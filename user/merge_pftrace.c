@@ -508,17 +508,11 @@ int hgm_pf_run(const struct hgm_par *par, FILE *out, struct hgm_pf_result *res,
 	       struct hgm_par_result *counts, char *err, size_t err_len)
 {
 	struct hgm m = { 0 };
-	struct hgm_options opt = par->opt;
 	struct pf pf = { .m = &m, .out = out, .res = res, .min_ns = UINT64_MAX };
-	int ret = 0;
+	int ret;
 
 	memset(res, 0, sizeof(*res));
-	opt.progress = false;
-	opt.shard = opt.nr_shards = 0;
-	for (int i = 0; i < par->nr_inputs && !ret; i++)
-		ret = hgm_add_spec(&m, &par->inputs[i], err, err_len);
-	if (!ret)
-		ret = hgm_start(&m, par->sync, &opt, err, err_len);
+	ret = hgm_start_pass(&m, par, err, err_len);
 	if (ret)
 		goto out;
 	pf.seq = malloc(sizeof(*pf.seq));
