@@ -368,7 +368,9 @@ for series in $merge_kernels; do
 	[ -x "$build/selftests/hgclock-events" ] &&
 		tc_files+=(--guest-file "$build/selftests/hgclock-events:bin/hgclock-events")
 	nested_prepare "$name"
+	app_skip=
 	for attempt in $(seq 1 "$nested_attempts"); do
+		app_skip=
 		note "nested merge scenario on $kver (attempt $attempt)"
 		rm -rf "$logs"
 		# The guest as a libvirt domain (HGCLOCK_MERGE_LIBVIRT=0: by
@@ -396,6 +398,10 @@ for series in $merge_kernels; do
 		if grep -q 'nested-host: host script exit 0' "$log_dir/$name.out" &&
 		   "$build/user/hgclock" dump --summary "$logs/merge.hgc" >/dev/null 2>&1; then
 			note "the guest died after the recording (exit $rc); checking what was recorded"
+			# Its application's file leaves after the recording: when
+			# the guest died before saying it was out, that is a skip.
+			grep -q '^guest| guest: app events out:' "$log_dir/$name.out" ||
+				app_skip="the emulator reset the guest after the recording, before its application's file came out (exit $rc, see $log_dir/$name.attempt$attempt.out)"
 			rc=0
 			break
 		fi
@@ -418,7 +424,7 @@ for series in $merge_kernels; do
 		continue
 	fi
 	own ok "$name"
-	HGCLOCK_EXPECT_APIC_GAP=$gap \
+	HGCLOCK_EXPECT_APIC_GAP=$gap HGCLOCK_GUEST_APP_SKIP=$app_skip \
 	HGCLOCK_EXPECT_GUEST_APP=$([ -x "$build/selftests/hgclock-events" ] && echo 1) \
 		python3 selftests/nested/check_merge.py "$build/user/hgclock" "$logs" >"$log_dir/$name.check" 2>&1
 	sed "s/^\(\(not \)\?ok [0-9]*\) /\1 $name: /" "$log_dir/$name.check" | tee -a "$tap_log"

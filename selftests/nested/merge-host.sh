@@ -20,7 +20,7 @@ guest_events=${HGCLOCK_MERGE_GUEST_EVENTS:--e sched:sched_switch -e sched:sched_
 move_ms=${HGCLOCK_MERGE_MOVE_MS:-300}
 rm -f "$out"/merge.hgc "$out"/host.dat "$out"/host-guest.dat "$out"/libvirt.tap "$out"/guest-apic \
 	"$out"/merged-record.txt "$out"/host-app.hgev "$out"/guest-app.hgev "$out"/host-perf.data \
-	"$out"/guest-perf.txt
+	"$out"/guest-perf.txt "$out"/guest-app.why
 # With HGCLOCK_GUEST_LIBVIRT=1 (make check) the guest is a libvirt domain
 # (tools/vm/nested-libvirt.sh) and record finds it by name, from what
 # libvirt wrote; the facts that takes are TAP lines in libvirt.tap, which
@@ -113,11 +113,20 @@ if [ "$spec" = domain:guest ]; then
 		grep -q '^g0 v1 .* kvm-exact}' '$out/merged-record.txt'"
 fi
 guest_send DONE
-guest_wait "guest: done" 120 >/dev/null
-# The guest's application events, through the guestout share.
-if [ -s /tmp/guest-out/guest-app.hgev ]; then
+# Long enough for the guest's three tries at its file (merge-guest.sh).
+guest_wait "guest: done" 480 >/dev/null
+# The guest's application events, through the guestout share: taken only
+# when the guest said the whole file is out (a file cut short would fail
+# the checks for the wrong reason); else the guest's words about it go
+# to guest-app.why, which check_merge.py quotes.
+if grep -q '^guest: app events out:' "$HGCLOCK_GUEST_CONSOLE" && [ -s /tmp/guest-out/guest-app.hgev ]; then
 	cp /tmp/guest-out/guest-app.hgev "$out/guest-app.hgev"
 	echo "merge: guest app events: $(stat -c %s "$out/guest-app.hgev") bytes"
+else
+	grep -a -E '^guest: (app|cannot mount|copying|guestout|stopping)' "$HGCLOCK_GUEST_CONSOLE" |
+		tr '\n' ';' >"$out/guest-app.why"
+	[ -s "$out/guest-app.why" ] || echo "the guest never reached its file's copy" >"$out/guest-app.why"
+	echo "merge: no guest app events: $(cat "$out/guest-app.why")"
 fi
 hold_release
 ls -l "$out"/merge.hgc "$out"/host.dat "$out"/host-guest.dat 2>&1 | sed 's/^/merge: /'
