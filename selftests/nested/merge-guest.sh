@@ -26,6 +26,15 @@ guest_sleepers 0.01
 # counted.
 hgclock pairmark --interval 200 >/tmp/pairmark.log 2>&1 &
 pairmark=$!
+# perf (when the host gave /bin/perf): perf record of the whole guest,
+# cpu-clock (the emulated CPU has no PMU), into tmpfs.  The guest's init
+# holds perf's static key since boot (tools/vm/guest-init), so this start
+# patches no kernel text.
+gperf=
+if [ -x /bin/perf ]; then
+	perf record -e cpu-clock -a -F 100 -o /tmp/guest-perf.data >/tmp/perf.log 2>&1 &
+	gperf=$!
+fi
 # The application, on the traces' local clock, into tmpfs (copied out at the end).
 app=
 if [ -x /bin/hgclock-events ]; then
@@ -37,11 +46,26 @@ host_wait DONE || exit 1
 kill $agent $tcagent $pairmark 2>/dev/null
 wait $agent
 wait $pairmark
+outs=
+if [ -n "$gperf" ]; then
+	kill -INT "$gperf"
+	wait "$gperf"
+	echo "guest: perf record exit $? $(tail -n 2 /tmp/perf.log | tr '\n' ' ')"
+	# Its text, here where its symbols are (Documentation/perf-apps.rst).
+	perf script -i /tmp/guest-perf.data -F comm,tid,cpu,time,event,ip,sym,dso --ns \
+		>/tmp/guest-perf.txt 2>/tmp/perf-script.log ||
+		echo "guest: perf script failed: $(tail -n 2 /tmp/perf-script.log | tr '\n' ' ')"
+	echo "guest: perf samples: $(wc -l </tmp/guest-perf.txt) lines"
+	outs="guest-perf.txt"
+fi
 if [ -n "$app" ]; then
 	echo "guest: stopping the app"
 	kill -TERM "$app"
 	wait "$app"
 	echo "guest: app exit $? $(cat /tmp/app.log)"
+	outs="$outs guest-app.hgev"
+fi
+if [ -n "$outs" ]; then
 	mkdir -p /out
 	# Up to three tries: under nested emulation a 9p request now and
 	# then takes longer than a timeout (CI 2026-12-03 lost the file once,
@@ -52,14 +76,17 @@ if [ -n "$app" ]; then
 			continue
 		fi
 		echo "guest: guestout mounted"
-		if timeout 60 cp /tmp/guest-app.hgev /out/guest-app.hgev &&
-		   timeout 30 cmp /tmp/guest-app.hgev /out/guest-app.hgev; then
-			echo "guest: app events out: $(wc -c </tmp/guest-app.hgev) bytes"
-			timeout 30 umount /out
-			break
-		fi
-		echo "guest: copying the app events out failed (try $try, status $?)"
+		ok=1
+		for f in $outs; do
+			if timeout 60 cp "/tmp/$f" "/out/$f" && timeout 30 cmp "/tmp/$f" "/out/$f"; then
+				echo "guest: out: $f $(wc -c <"/tmp/$f") bytes"
+			else
+				echo "guest: copying $f out failed (try $try, status $?)"
+				ok=0
+			fi
+		done
 		timeout 30 umount /out
+		[ $ok = 1 ] && break
 	done
 fi
 sed 's/^/guest: agent: /' /tmp/agent.log | tail -n 3

@@ -20,7 +20,7 @@ guest_events=${HGCLOCK_MERGE_GUEST_EVENTS:--e sched:sched_switch -e sched:sched_
 move_ms=${HGCLOCK_MERGE_MOVE_MS:-300}
 rm -f "$out"/merge.hgc "$out"/host.dat "$out"/host-guest.dat "$out"/libvirt.tap "$out"/guest-apic \
 	"$out"/merged-record.txt "$out"/host-app.hgev "$out"/guest-app.hgev "$out"/host-perf.data \
-	"$out"/guest-perf.txt "$out"/guest-app.why
+	"$out"/guest-perf.txt "$out"/guest-app.why "$out"/guest-perf.why "$out"/host-perf.why
 # With HGCLOCK_GUEST_LIBVIRT=1 (make check) the guest is a libvirt domain
 # (tools/vm/nested-libvirt.sh) and record finds it by name, from what
 # libvirt wrote; the facts that takes are TAP lines in libvirt.tap, which
@@ -69,14 +69,24 @@ rm -f /tmp/stop-moving
 mover=$!
 
 # A host application's events during the recording, in the traces' local
-# clock (the guest runs the same program: merge-guest.sh).  No perf record here: enabling perf flips the
-# scheduler's static keys (perf_sched_events), a text patch, and QEMU's
-# multi-threaded TCG ran the stale code (CI 2026-12-02: "Oops: int3" in
-# ttwu_do_activate as perf started).  Documentation/perf-apps.rst.
+# clock (the guest runs the same program: merge-guest.sh).
 app=
 if [ -x "$HGCLOCK_APP_EVENTS" ]; then
 	"$HGCLOCK_APP_EVENTS" -l -i 100 "$out/host-app.hgev" 900 >/tmp/app.log 2>&1 &
 	app=$!
+fi
+# perf record of the whole host VM (cpu-clock: no PMU under the
+# emulator), into tmpfs and copied out after.  Starting perf flips the
+# scheduler's perf_sched_events key, a text patch that QEMU's
+# multi-threaded TCG once ran stale (CI 2026-12-02: "Oops: int3" in
+# ttwu_do_activate); hold_text_patches above holds that key on since
+# before the guest started, so this start patches nothing.
+hperf=
+if [ "${HGCLOCK_MERGE_PERF:-1}" = 1 ] && command -v perf >/dev/null; then
+	perf record -e cpu-clock -a -F 100 -o /tmp/host-perf.data >/tmp/host-perf.log 2>&1 &
+	hperf=$!
+elif [ "${HGCLOCK_MERGE_PERF:-1}" = 1 ]; then
+	echo "no perf in the host VM (tools/deps.sh installs linux-perf)" >"$out/host-perf.why"
 fi
 
 # One command, as README's quick start: record for the life of
@@ -95,6 +105,16 @@ if [ -n "$app" ]; then
 	kill -TERM "$app"
 	wait "$app"
 	echo "merge: host app exit $? $(cat /tmp/app.log)"
+fi
+if [ -n "$hperf" ]; then
+	kill -INT "$hperf"
+	wait "$hperf"
+	prc=$?
+	echo "merge: host perf record exit $prc: $(tail -n 2 /tmp/host-perf.log | tr '\n' ' ')"
+	if [ -s /tmp/host-perf.data ] && cp /tmp/host-perf.data "$out/host-perf.data"; then :; else
+		echo "perf record exit $prc, no file: $(tail -n 3 /tmp/host-perf.log | tr '\n' ' ')" \
+			>"$out/host-perf.why"
+	fi
 fi
 echo "merge: record -- trace-cmd record exit $rc, vCPU moves $(cat /tmp/moves 2>/dev/null)"
 tail -n 4 "$out/trace-cmd.log"
@@ -115,19 +135,23 @@ fi
 guest_send DONE
 # Long enough for the guest's three tries at its file (merge-guest.sh).
 guest_wait "guest: done" 480 >/dev/null
-# The guest's application events, through the guestout share: taken only
-# when the guest said the whole file is out (a file cut short would fail
-# the checks for the wrong reason); else the guest's words about it go
-# to guest-app.why, which check_merge.py quotes.
-if grep -q '^guest: app events out:' "$HGCLOCK_GUEST_CONSOLE" && [ -s /tmp/guest-out/guest-app.hgev ]; then
-	cp /tmp/guest-out/guest-app.hgev "$out/guest-app.hgev"
-	echo "merge: guest app events: $(stat -c %s "$out/guest-app.hgev") bytes"
-else
-	grep -a -E '^guest: (app|cannot mount|copying|guestout|stopping)' "$HGCLOCK_GUEST_CONSOLE" |
-		tr '\n' ';' >"$out/guest-app.why"
-	[ -s "$out/guest-app.why" ] || echo "the guest never reached its file's copy" >"$out/guest-app.why"
-	echo "merge: no guest app events: $(cat "$out/guest-app.why")"
-fi
+# The guest's files (its application's events, perf's samples), through
+# the guestout share: each taken only when the guest said it is whole
+# out (a file cut short would fail the checks for the wrong reason);
+# else the guest's words about them go to NAME.why, which check_merge.py
+# quotes.
+for f in guest-app.hgev:guest-app.why guest-perf.txt:guest-perf.why; do
+	name=${f%%:*} why=${f#*:}
+	if grep -q "^guest: out: $name " "$HGCLOCK_GUEST_CONSOLE" && [ -s "/tmp/guest-out/$name" ]; then
+		cp "/tmp/guest-out/$name" "$out/$name"
+		echo "merge: guest's $name: $(stat -c %s "$out/$name") bytes"
+	else
+		grep -a -E '^guest: (app|perf|cannot mount|copying|guestout|stopping)' "$HGCLOCK_GUEST_CONSOLE" |
+			tr '\n' ';' >"$out/$why"
+		[ -s "$out/$why" ] || echo "the guest never reached its files' copy" >"$out/$why"
+		echo "merge: no $name from the guest: $(cat "$out/$why")"
+	fi
+done
 hold_release
 ls -l "$out"/merge.hgc "$out"/host.dat "$out"/host-guest.dat 2>&1 | sed 's/^/merge: /'
 [ $tc -eq 0 ] && [ $rc -eq 0 ]

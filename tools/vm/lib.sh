@@ -389,6 +389,19 @@ vm_perf_guest_files() {
 	done
 }
 
+# vm_unit_guest_files BUILD: "--guest-file SRC:DST" pairs (one word a
+# line) for running the agent in a nested guest as hgclock-agent.service
+# would (tools/vm/guest-init): the guest tool, the unit file, setpriv.
+vm_unit_guest_files() {
+	local top
+	top=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+	printf '%s\n' --guest-file "$1/user/hgclock-guest:usr/bin/hgclock-guest" \
+		--guest-file "$top/debian/hgclock-guest.hgclock-agent.service:hgclock-agent.service"
+	command -v setpriv >/dev/null &&
+		printf '%s\n' --guest-file "$(command -v setpriv):usr/bin/setpriv"
+	return 0
+}
+
 # vm_tracecmd_guest_files: "--guest-file SRC:DST" pairs (one word a line)
 # that put trace-cmd and its libraries into the nested guest's initramfs.
 vm_tracecmd_guest_files() {

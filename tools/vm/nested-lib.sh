@@ -85,7 +85,20 @@ hold_text_patches() {
 	# KVM_CREATE_VM _IO(0xae, 1), KVM_CREATE_IRQCHIP _IO(0xae, 0x60),
 	# KVM_CREATE_VCPU _IO(0xae, 0x41), KVM_SET_MSRS _IOW(0xae, 0x89,
 	# struct kvm_msrs) (8 bytes), MSR_IA32_APICBASE 0x1b.
-	python3 -c 'import fcntl, os, signal, struct
+	# And perf's: a perf event bound to this task (a disabled dummy,
+	# PERF_TYPE_SOFTWARE 1, PERF_COUNT_SW_DUMMY 9, perf_event_open 298)
+	# holds perf_sched_events on, the key that per-task events switch and
+	# that perf record's start (its feature probes) would otherwise flip
+	# 0 -> 1 and, a second later, back (CI 2026-12-02: "Oops: int3" in
+	# ttwu_do_activate as perf record started in the host VM).
+	python3 -c 'import ctypes, fcntl, os, signal, struct
+attr = bytearray(128)
+struct.pack_into("<IIQ", attr, 0, 1, 128, 9)
+struct.pack_into("<Q", attr, 40, 1)
+libc = ctypes.CDLL(None, use_errno=True)
+pfd = libc.syscall(298, ctypes.c_char_p(bytes(attr)), 0, -1, -1, 0)
+if pfd < 0:
+    raise SystemExit("perf_event_open: " + os.strerror(ctypes.get_errno()))
 kvm = os.open("/dev/kvm", os.O_RDWR)
 vm = fcntl.ioctl(kvm, 0xae01, 0)
 fcntl.ioctl(vm, 0xae60, 0)
