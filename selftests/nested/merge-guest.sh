@@ -32,7 +32,7 @@ pairmark=$!
 # patches no kernel text.
 gperf=
 if [ -x /bin/perf ]; then
-	perf record -e cpu-clock -a -F 100 -o /tmp/guest-perf.data >/tmp/perf.log 2>&1 &
+	perf record -e cpu-clock -a -F 10 -o /tmp/guest-perf.data >/tmp/perf.log 2>&1 &
 	gperf=$!
 fi
 # The application, on the traces' local clock, into tmpfs (copied out at the end).
