@@ -242,6 +242,42 @@ nested_prepare() {
 	rm -rf "$log_dir/$1.ours" "$log_dir/$1".attempt*
 }
 
+# nested_run NAME WHAT CLEAN ACCEPT -- NESTED-ARGS...: the nested
+# scenario NAME, up to nested_attempts times: tools/vm/nested NESTED-ARGS
+# with its logs in NAME.attemptN.vm, its output in NAME.out (and a copy
+# in NAME.attemptN.out), the directory CLEAN (if not "") removed before
+# each attempt.  A failed attempt is classified from its consoles
+# (nested_attempt): a crash of ours ends the run, never retried nor
+# accepted.  Else ACCEPT (a function, "" for none), given NAME ATTEMPT RC,
+# may say what the attempt recorded is still to be checked (a guest the
+# emulator reset after the host's part ended): then rc is 0.  Emulator
+# faults, hangs and VMs or guests the emulator killed are retried
+# (retrying).  Sets rc, and cause_class for the last failed attempt.
+nested_run() {
+	local name=$1 what=$2 clean=$3 accept=$4 attempt
+	shift 5
+	for attempt in $(seq 1 "$nested_attempts"); do
+		note "$what (attempt $attempt)"
+		[ -z "$clean" ] || rm -rf "$clean"
+		tools/vm/nested --log-dir "$log_dir/$name.attempt$attempt.vm" "$@" \
+			>"$log_dir/$name.out" 2>&1
+		rc=$?
+		cp "$log_dir/$name.out" "$log_dir/$name.attempt$attempt.out"
+		[ $rc -eq 0 ] && return 0
+		nested_attempt "$name" "$attempt" "$rc"
+		[ "$cause_class" = ours ] && return 0
+		if [ -n "$accept" ] && "$accept" "$name" "$attempt" "$rc"; then
+			rc=0
+			return 0
+		fi
+		if [ "$cause_class" = infra ] && [ "$attempt" -lt "$nested_attempts" ]; then
+			retrying "$name" "$attempt"
+			continue
+		fi
+		return 0
+	done
+}
+
 # The nested host/guest testbed: one boot per kernel series runs all the
 # nested tests (a KVM guest inside the TCG host VM takes a minute to boot).
 # A guest that never comes up is infrastructure: retried once.
@@ -262,30 +298,15 @@ for series in $nested_kernels; do
 	# began at 6 of 7 attempts in CI (Documentation/testing.rst).
 	[ "${HGCLOCK_NESTED_FLOOD:-0}" = 1 ] && [ -x "$build/selftests/cpuid_flood" ] &&
 		track_files+=(--guest-file "$build/selftests/cpuid_flood:cpuid_flood")
-	for attempt in $(seq 1 "$nested_attempts"); do
-		note "nested KVM host and guest on $kver (attempt $attempt)"
-		tools/vm/nested --kernel "$kver" --timeout 420 \
-			--log-dir "$log_dir/$name.attempt$attempt.vm" \
-			"${track_files[@]}" -- \
-			selftests/nested/track-host.sh selftests/nested/track-guest.sh \
-			>"$log_dir/$name.out" 2>&1
-		rc=$?
-		cp "$log_dir/$name.out" "$log_dir/$name.attempt$attempt.out"
-		[ $rc -eq 0 ] && break
-		# Emulator faults (QEMU's multi-threaded TCG can run stale
-		# code after the host VM's kernel patches its text, see
-		# tools/vm/run), hangs (nested TCG now and then stalls both
-		# levels), a host VM that dies (qemu gone without a panic on
-		# the console, as in CI on 2026-11-29) and guests that never
-		# come up: the emulator's, not ours; retried.  A crash of
-		# ours is not.
-		nested_attempt "$name" "$attempt" "$rc"
-		if [ "$cause_class" = infra ] && [ "$attempt" -lt "$nested_attempts" ]; then
-			retrying "$name" "$attempt"
-			continue
-		fi
-		break
-	done
+	# Emulator faults (QEMU's multi-threaded TCG can run stale code
+	# after the host VM's kernel patches its text, see tools/vm/run),
+	# hangs (nested TCG now and then stalls both levels), a host VM that
+	# dies (qemu gone without a panic on the console, as in CI on
+	# 2026-11-29) and guests that never come up: the emulator's, not
+	# ours; retried.  A crash of ours is not.
+	nested_run "$name" "nested KVM host and guest on $kver" "" "" -- \
+		--kernel "$kver" --timeout 420 "${track_files[@]}" -- \
+		selftests/nested/track-host.sh selftests/nested/track-guest.sh
 	grep -v '^guest| \[' "$log_dir/$name.out" |
 		sed "s/^\(\(not \)\?ok [0-9]*\) /\1 $name: /" | tee -a "$tap_log"
 	if [ -s "$log_dir/$name.ours" ]; then
@@ -304,39 +325,21 @@ done
 # Markers against KVM's own trace: x86-tsc exact, ftrace's local clock
 # through the host's PVCLOCK records (selftests/nested/moving-host.sh).
 # One kernel (the last nested series), retried as the nested tests are.
+# The checks are the host script's: a guest the emulator resets after
+# they passed does not spoil them (as in the merge test).
+moving_checks_ran() {
+	grep -q 'nested-host: host script exit 0' "$log_dir/$1.out" || return 1
+	note "the guest died after the host's checks passed (exit $3)"
+}
 moving_kernels=${HGCLOCK_MOVING_KERNELS-$(echo $nested_kernels | awk '{ print $NF }')}
 for series in $moving_kernels; do
 	kver=$(vm_series_kernel "$series")
 	[ -n "$kver" ] && [ -f "$build/module/$kver/hgclock.ko" ] || continue
 	name="nested_moving_${series}"
 	nested_prepare "$name"
-	for attempt in $(seq 1 "$nested_attempts"); do
-		note "nested moving-offsets scenario on $kver (attempt $attempt)"
-		tools/vm/nested --kernel "$kver" --append tsc=unstable --timeout 540 \
-			--log-dir "$log_dir/$name.attempt$attempt.vm" -- \
-			selftests/nested/moving-host.sh selftests/nested/moving-guest.sh \
-			>"$log_dir/$name.out" 2>&1
-		rc=$?
-		cp "$log_dir/$name.out" "$log_dir/$name.attempt$attempt.out"
-		[ $rc -eq 0 ] && break
-		# A crash of ours is a failure even after the checks passed.
-		nested_attempt "$name" "$attempt" "$rc"
-		[ "$cause_class" = ours ] && break
-		# The checks are the host script's: a guest the emulator resets
-		# after they passed does not spoil them (as in the merge test).
-		if grep -q 'nested-host: host script exit 0' "$log_dir/$name.out"; then
-			note "the guest died after the host's checks passed (exit $rc)"
-			rc=0
-			break
-		fi
-		# Emulator faults, hangs and guests the emulator reset (see the
-		# nested tests above): infrastructure, retried.
-		if [ "$cause_class" = infra ] && [ "$attempt" -lt "$nested_attempts" ]; then
-			retrying "$name" "$attempt"
-			continue
-		fi
-		break
-	done
+	nested_run "$name" "nested moving-offsets scenario on $kver" "" moving_checks_ran -- \
+		--kernel "$kver" --append tsc=unstable --timeout 540 -- \
+		selftests/nested/moving-host.sh selftests/nested/moving-guest.sh
 	grep -v '^guest| \[' "$log_dir/$name.out" |
 		sed "s/^\(\(not \)\?ok [0-9]*\) /\1 $name: /" | tee -a "$tap_log"
 	if [ -s "$log_dir/$name.ours" ]; then
@@ -354,6 +357,15 @@ done
 # (selftests/nested/many-host.sh, many.sh).  A boot of its own: three
 # guests booting together are where the emulator most often kills the
 # host VM, and a retry here costs less than in the merge scenario.
+# The checks ran (many.tap has every line, and the host script did not
+# call the run the emulator's): a guest the emulator resets afterwards
+# does not spoil them.  $logs: the scenario's directory.
+many_checks_ran() {
+	grep -q 'nested-host: host script exit [0-9]' "$log_dir/$1.out" &&
+		! grep -q 'nested-host: host script exit 125' "$log_dir/$1.out" &&
+		[ "$(grep -c -E '^(not )?ok ' "$logs/many.tap" 2>/dev/null)" -ge 9 ] || return 1
+	note "the checks ran (exit $3)"
+}
 many_kernels=${HGCLOCK_MANY_KERNELS-$nested_kernels}
 for series in $many_kernels; do
 	kver=$(vm_series_kernel "$series")
@@ -362,34 +374,10 @@ for series in $many_kernels; do
 	logs=$top/$build/nested-many-$series
 	mapfile -t unit_files < <(vm_unit_guest_files "$build")
 	nested_prepare "$name"
-	for attempt in $(seq 1 "$nested_attempts"); do
-		note "nested many-guests scenario on $kver (attempt $attempt)"
-		rm -rf "$logs"
-		tools/vm/nested --kernel "$kver" --timeout 480 "${unit_files[@]}" \
-			--log-dir "$log_dir/$name.attempt$attempt.vm" \
-			--env HGCLOCK_NESTED_LOGS="$logs" -- \
-			selftests/nested/many-host.sh selftests/nested/many-guest.sh \
-			>"$log_dir/$name.out" 2>&1
-		rc=$?
-		cp "$log_dir/$name.out" "$log_dir/$name.attempt$attempt.out"
-		[ $rc -eq 0 ] && break
-		nested_attempt "$name" "$attempt" "$rc"
-		[ "$cause_class" = ours ] && break
-		# The checks ran (many.tap has every line): a guest the
-		# emulator resets afterwards does not spoil them.
-		if grep -q 'nested-host: host script exit [0-9]' "$log_dir/$name.out" &&
-		   ! grep -q 'nested-host: host script exit 125' "$log_dir/$name.out" &&
-		   [ "$(grep -c -E '^(not )?ok ' "$logs/many.tap" 2>/dev/null)" -ge 9 ]; then
-			note "the checks ran (exit $rc)"
-			rc=0
-			break
-		fi
-		if [ "$cause_class" = infra ] && [ "$attempt" -lt "$nested_attempts" ]; then
-			retrying "$name" "$attempt"
-			continue
-		fi
-		break
-	done
+	nested_run "$name" "nested many-guests scenario on $kver" "$logs" many_checks_ran -- \
+		--kernel "$kver" --timeout 480 "${unit_files[@]}" \
+		--env HGCLOCK_NESTED_LOGS="$logs" -- \
+		selftests/nested/many-host.sh selftests/nested/many-guest.sh
 	if [ -s "$log_dir/$name.ours" ]; then
 		own not-ok "$name" "not retried: $(cat "$log_dir/$name.ours")"
 		continue
@@ -411,6 +399,18 @@ done
 # Every nested series (a boot of about three minutes each): the merged
 # timeline, application events and the outputs on each kernel the guest
 # and host may run.
+# The recording is what is tested: a guest the emulator resets after the
+# host script finished does not spoil it.  Its application's file leaves
+# after the recording: when the guest died before saying it was out, the
+# guest-side checks are skips (app_skip).  $logs: the scenario's directory.
+merge_recorded() {
+	grep -q 'nested-host: host script exit 0' "$log_dir/$1.out" &&
+		"$build/user/hgclock" dump --summary "$logs/merge.hgc" >/dev/null 2>&1 || return 1
+	note "the guest died after the recording (exit $3); checking what was recorded"
+	grep -q '^guest| guest: out: guest-app.hgev ' "$log_dir/$1.out" ||
+		app_skip="the emulator reset the guest after the recording, before its files came out (exit $3, see $log_dir/$1.attempt$2.out)"
+	return 0
+}
 merge_kernels=${HGCLOCK_MERGE_KERNELS-$nested_kernels}
 for series in $merge_kernels; do
 	kver=$(vm_series_kernel "$series")
@@ -435,51 +435,19 @@ for series in $merge_kernels; do
 	fi
 	nested_prepare "$name"
 	app_skip=
-	for attempt in $(seq 1 "$nested_attempts"); do
-		app_skip=
-		note "nested merge scenario on $kver (attempt $attempt)"
-		rm -rf "$logs"
-		# The guest as a libvirt domain (HGCLOCK_MERGE_LIBVIRT=0: by
-		# hand), found by record --guest domain:guest: what libvirt
-		# really writes, in the boot the merge test needs anyway.  Its
-		# two vCPUs have APIC IDs 0 and 4 (HGCLOCK_MERGE_APIC_GAP=0:
-		# 0 and 1), so guest CPU, qemu's CPU number and KVM's vcpu_id
-		# all differ for guest CPU 1.
-		tools/vm/nested --kernel "$kver" --timeout 600 "${tc_files[@]}" \
-			--env HGCLOCK_APP_EVENTS="$(realpath -m "$build/selftests/hgclock-events")" \
-			--log-dir "$log_dir/$name.attempt$attempt.vm" \
-			--env HGCLOCK_NESTED_LOGS="$logs" \
-			--env HGCLOCK_GUEST_LIBVIRT="${HGCLOCK_MERGE_LIBVIRT:-1}" \
-			--env HGCLOCK_GUEST_APIC_GAP="$gap" \
-			--env HGCLOCK_MERGE_PERF="${HGCLOCK_MERGE_PERF:-1}" -- \
-			selftests/nested/merge-host.sh selftests/nested/merge-guest.sh \
-			>"$log_dir/$name.out" 2>&1
-		rc=$?
-		cp "$log_dir/$name.out" "$log_dir/$name.attempt$attempt.out"
-		[ $rc -eq 0 ] && break
-		# A crash of ours is a failure even after the recording.
-		nested_attempt "$name" "$attempt" "$rc"
-		[ "$cause_class" = ours ] && break
-		# The recording is what is tested: a guest the emulator resets
-		# after the host script finished does not spoil it.
-		if grep -q 'nested-host: host script exit 0' "$log_dir/$name.out" &&
-		   "$build/user/hgclock" dump --summary "$logs/merge.hgc" >/dev/null 2>&1; then
-			note "the guest died after the recording (exit $rc); checking what was recorded"
-			# Its application's file leaves after the recording: when
-			# the guest died before saying it was out, that is a skip.
-			grep -q '^guest| guest: out: guest-app.hgev ' "$log_dir/$name.out" ||
-				app_skip="the emulator reset the guest after the recording, before its files came out (exit $rc, see $log_dir/$name.attempt$attempt.out)"
-			rc=0
-			break
-		fi
-		# Emulator faults, hangs, and guests the emulator reset (see the
-		# nested tests above): infrastructure, retried.
-		if [ "$cause_class" = infra ] && [ "$attempt" -lt "$nested_attempts" ]; then
-			retrying "$name" "$attempt"
-			continue
-		fi
-		break
-	done
+	# The guest as a libvirt domain (HGCLOCK_MERGE_LIBVIRT=0: by hand),
+	# found by record --guest domain:guest: what libvirt really writes,
+	# in the boot the merge test needs anyway.  Its two vCPUs have APIC
+	# IDs 0 and 4 (HGCLOCK_MERGE_APIC_GAP=0: 0 and 1), so guest CPU,
+	# qemu's CPU number and KVM's vcpu_id all differ for guest CPU 1.
+	nested_run "$name" "nested merge scenario on $kver" "$logs" merge_recorded -- \
+		--kernel "$kver" --timeout 600 "${tc_files[@]}" \
+		--env HGCLOCK_APP_EVENTS="$(realpath -m "$build/selftests/hgclock-events")" \
+		--env HGCLOCK_NESTED_LOGS="$logs" \
+		--env HGCLOCK_GUEST_LIBVIRT="${HGCLOCK_MERGE_LIBVIRT:-1}" \
+		--env HGCLOCK_GUEST_APIC_GAP="$gap" \
+		--env HGCLOCK_MERGE_PERF="${HGCLOCK_MERGE_PERF:-1}" -- \
+		selftests/nested/merge-host.sh selftests/nested/merge-guest.sh
 	if [ -s "$log_dir/$name.ours" ]; then
 		grep -v '^guest| \[' "$log_dir/$name.out" | tail -n 20
 		own not-ok "$name" "not retried: $(cat "$log_dir/$name.ours")"
