@@ -205,8 +205,14 @@ cat >"$tmp/khuge/console.log" <<'EOF2'
 EOF2
 printf '%s\n' 'ok 1 nested_moving.insmod' 'run: TIMEOUT: killed the VM after 450 s' >"$tmp/khuge.out"
 expect stale_frame_not_ours infra "smp_call_function_many_cond" -- --rc 124 "$tmp/khuge.out" "$tmp/khuge"
-# The host's stall alone: no backtrace, hgclock loaded there.
-expect rcu_stall_no_backtrace_loaded ours "rcu_preempt detected stalls" -- "$tmp/steady/console.log"
+# The host's stall alone: its one stalled CPU answered from its idle
+# halt, where it is located (not ours: the guest's report above is).
+expect rcu_stall_host_cpu_idle infra "at default_idle+0xb/0x20" -- "$tmp/steady/console.log"
+# Without that answer, no backtrace with hgclock loaded there: ours.
+grep -v 'skipped: idling' "$tmp/steady/console.log" | sed 's/Sending NMI from CPU 1 to CPUs 0:/x/' \
+	>"$tmp/steady-noanswer.log"
+echo '[  180.100000] NMI backtrace for cpu 0' >>"$tmp/steady-noanswer.log"
+expect rcu_stall_no_backtrace_loaded ours "rcu_preempt detected stalls" -- "$tmp/steady-noanswer.log"
 # The same stall in a host that never loaded hgclock: the emulator's.
 grep -v 'hgclock:' "$tmp/steady/console.log" >"$tmp/stall-nomod.log"
 expect rcu_stall_not_loaded infra "rcu_preempt detected stalls" -- --rc 124 "$tmp/stall-nomod.log"
@@ -250,6 +256,69 @@ sed 's/__flush_work.isra.0+0x180\/0x2a0/hg_ring_drain+0x40\/0x90 [hgclock]/' \
 mv "$tmp/hung/kernel.log.ours" "$tmp/hung/kernel.log"
 expect hung_task_kernel_log_names_hgclock ours "hg_ring_drain+0x40/0x90 [hgclock]" -- --rc 124 "$tmp/hung.out" "$tmp/hung"
 
+# A panic in a kernel where hgclock is loaded: tools/vm/run's kernel.log
+# is written by a process in the VM, which the panic stops at its first
+# line; the console has the backtrace, which decides (CI 2026-12-03:
+# init killed by SIGSEGV, called ours for want of a backtrace).
+mkdir -p "$tmp/initkill"
+cat >"$tmp/initkill/kernel.log" <<'EOF2'
+[    4.165747] hgclock: loading out-of-tree module taints kernel.
+[  301.200100] sh[1]: segfault at 10 ip 00000000004a4f1c sp 00007ffd5f3c1e20 error 4 in busybox[401000+b2000]
+[  301.200300] Kernel panic - not syncing: Attempted to kill init! exitcode=0x0000000b
+EOF2
+cat >"$tmp/initkill/console.log" <<'EOF2'
+[    4.165747] hgclock: loading out-of-tree module taints kernel.
+[  301.200300] Kernel panic - not syncing: Attempted to kill init! exitcode=0x0000000b
+[  301.200400] CPU: 1 UID: 0 PID: 1 Comm: sh Tainted: G           OE      6.12.117+deb12-amd64 #1  Debian 6.12.117-1~deb12u1
+[  301.200500] Hardware name: QEMU Standard PC (i440FX + PIIX, 1996), BIOS 1.16.2-debian-1.16.2-1 04/01/2014
+[  301.200600] Call Trace:
+[  301.200601]  <TASK>
+[  301.200602]  dump_stack_lvl+0x5d/0x80
+[  301.200603]  panic+0x118/0x2d5
+[  301.200604]  do_exit.cold+0x15/0x15
+[  301.200605]  do_group_exit+0x2d/0x80
+[  301.200606]  get_signal+0x8b1/0x8c0
+[  301.200607]  arch_do_signal_or_restart+0x3e/0x250
+[  301.200608]  irqentry_exit_to_user_mode+0x1ac/0x1e0
+[  301.200609]  asm_exc_page_fault+0x26/0x30
+[  301.200610] RIP: 0033:0x4a4f1c
+[  301.200611]  </TASK>
+[  301.200700] ---[ end Kernel panic - not syncing: Attempted to kill init! exitcode=0x0000000b ]---
+EOF2
+expect panic_console_copy_decides infra "at do_exit.cold+0x15/0x15" -- --rc 126 "$tmp/initkill"
+# The same panic with hgclock's frame on the console: ours.
+sed -i 's/do_group_exit+0x2d\/0x80/hg_vcpu_exit+0x2d\/0x80 [hgclock]/' "$tmp/initkill/console.log"
+expect panic_console_copy_names_hgclock ours "hg_vcpu_exit+0x2d/0x80 [hgclock]" -- --rc 126 "$tmp/initkill"
+# Only the kernel log's cut copy: no backtrace, hgclock loaded: ours.
+rm "$tmp/initkill/console.log"
+expect panic_cut_copy_alone ours "with no readable backtrace, hgclock loaded" -- --rc 126 "$tmp/initkill"
+
+# The emulator's int3 at __schedule on one CPU, then the other CPU at the
+# same int3: its report ([#2]) interleaved with the first's end and cut
+# short, unreadable.  The first oops decides (CI 2026-12-03, 6.12).
+cat >"$tmp/int3-twice.log" <<'EOF2'
+[    4.008439] hgclock: loading out-of-tree module taints kernel.
+[    6.150627] Oops: int3: 0000 [#1] PREEMPT SMP NOPTI
+[    6.151934] CPU: 1 UID: 0 PID: 18 Comm: rcu_preempt Tainted: G           OE      6.12.117+deb12-amd64 #1  Debian 6.12.117-1~deb12u1
+[    6.152394] RIP: 0010:__schedule+0x428/0xbf0
+[    6.154453] Call Trace:
+[    6.155115]  <TASK>
+[    6.155477]  schedule+0x27/0xc0
+[    6.155616]  schedule_timeout+0x9e/0x170
+[    6.155664]  rcu_gp_fqs_loop+0x140/0x540
+[    6.155882]  </TASK>
+[    6.155930] Modules linked in: kvm_amd ccp kvm irqbypass hgclock(OE) 9p 9pnet_virtio 9pnet netfs
+[    6.156589] Oops: int3: 0000 [#2] PREEMPT SMP NOPTI
+[    6.156590] ---[ end trace 0000000000000000 ]---
+[    6.156640] CPU: 0 UID: 0 PID: 9 Comm: kworker/0:0 Tainted: G      D    OE      6.12.117+deb12-amd64 #1  Debian 6.12.117-1~deb12u1
+[    6.156728] RIP: 0010:__schedule+0x428/0xbf0
+[    6.156906] Kernel panic - not syncing: Fatal exception in interrupt
+EOF2
+expect int3_second_cpu_follows_first infra "[#1] PREEMPT SMP NOPTI at __schedule+0x428/0xbf0" -- --rc 126 "$tmp/int3-twice.log"
+# A follow-on that names hgclock is still ours.
+sed 's/^\(\[    6.156640\]\).*/\1 RIP: 0010:hg_probe_sched_switch+0x10\/0x1c0 [hgclock]/' "$tmp/int3-twice.log" >"$tmp/int3-twice-ours.log"
+expect int3_follow_on_naming_hgclock ours "hg_probe_sched_switch" -- --rc 126 "$tmp/int3-twice-ours.log"
+
 # A starved nested guest (CI 2026-12-02): an RCU stall reported again and
 # again, some copies with a backtrace outside hgclock, one without any
 # ("Possible timer handling issue"): judged by the readable copies.
@@ -291,6 +360,120 @@ expect rcu_stall_cpu_never_answered infra "never took its backtrace NMI" -- --rc
 EOF2
 } >"$tmp/answered-stall.log"
 expect rcu_stall_cpu_answered_in_hgclock ours "hg_pair_this_cpu" -- --rc 124 "$tmp/answered-stall.log"
+
+# The nested 6.1 guest in CI (2026-12-03): its CPU 1 stalled and
+# answered the backtrace NMI from a halt (idling at native_halt: an
+# interrupt or a spinlock's kick never delivered).  Located there, not
+# ours; the same with CPU 0 stalled too, in hgclock, is ours; and with
+# CPU 0 stalled, never answering, the report cannot be read: ours.
+cat >"$tmp/halted-stall.log" <<'EOF2'
+[    4.502699] hgclock: loading out-of-tree module taints kernel.
+[  394.583987] rcu: INFO: rcu_preempt detected stalls on CPUs/tasks:
+[  394.683586] rcu: 	1-...0: (18 ticks this GP) idle=da44/1/0x4000000000000000 softirq=1663/1664 fqs=1031
+[  394.782134] 	(detected by 0, t=5256 jiffies, g=1633, q=21 ncpus=2)
+[  394.865973] NMI backtrace for cpu 1 skipped: idling at native_halt+0xa/0x10
+EOF2
+expect rcu_stall_cpu_halted infra "at native_halt+0xa/0x10 (cpu 1 halted at native_halt+0xa/0x10" -- \
+	--rc 124 "$tmp/halted-stall.log"
+{
+	head -n 2 "$tmp/halted-stall.log"
+	echo '[  394.683585] rcu: 	0-...0: (5 ticks this GP) idle=1a2c/1/0x4000000000000000 softirq=1500/1500 fqs=1031'
+	tail -n 3 "$tmp/halted-stall.log"
+} >"$tmp/halted3-stall.log"
+{
+	cat "$tmp/halted3-stall.log"
+	echo '[  394.900000] NMI backtrace for cpu 0'
+	echo '[  394.900001] RIP: 0010:hg_pair_this_cpu+0x30/0x90 [hgclock]'
+} >"$tmp/halted2-stall.log"
+expect rcu_stall_one_halted_one_in_hgclock ours "hg_pair_this_cpu" -- --rc 124 "$tmp/halted2-stall.log"
+expect rcu_stall_one_halted_one_silent ours "hgclock loaded" -- --rc 124 "$tmp/halted3-stall.log"
+
+# The nested 6.1 host VM in CI (2026-12-04): no CPU stalled ("All QSes
+# seen"), the grace-period kthread's wakeup never completed, and CPU 0,
+# where it last ran, never answered the backtrace NMI in the 60 s up to
+# the next report: that virtual CPU was not running.  Blames no one; the
+# same with CPU 0's answer in hgclock is ours, from a halt is located
+# there; without the dump of that CPU nothing can be read: ours.
+cat >"$tmp/gp-starved.log" <<'EOF2'
+[    3.801000] hgclock: loading out-of-tree module taints kernel.
+[  354.468900] rcu: INFO: rcu_preempt detected stalls on CPUs/tasks:
+[  354.469205] 	(detected by 1, t=84027 jiffies, g=5581, q=254 ncpus=2)
+[  354.469474] rcu: All QSes seen, last rcu_preempt kthread activity 84027 (4294980867-4294896840), jiffies_till_next_fqs=1, root ->qsmask 0x0
+[  354.471018] rcu: rcu_preempt kthread timer wakeup didn't happen for 84026 jiffies! g5581 f0x2 RCU_GP_WAIT_FQS(5) ->state=0x200
+[  354.471438] rcu: 	Possible timer handling issue on cpu=0 timer-softirq=1167
+[  354.471695] rcu: rcu_preempt kthread starved for 84027 jiffies! g5581 f0x2 RCU_GP_WAIT_FQS(5) ->state=0x200 ->cpu=0
+[  354.472093] rcu: 	Unless rcu_preempt kthread gets sufficient CPU time, OOM is now expected behavior.
+[  354.472423] rcu: RCU grace-period kthread stack dump:
+[  354.472500] task:rcu_preempt     state:R  running task     stack:0     pid:16    ppid:2      flags:0x00004000
+[  354.472501] Call Trace:
+[  354.472502]  <TASK>
+[  354.472503]  __schedule+0x34d/0x9e0
+[  354.472504]  schedule+0x5a/0xd0
+[  354.472505]  schedule_timeout+0x94/0x150
+[  354.472506]  rcu_gp_fqs_loop+0x141/0x4c0
+[  354.472507]  rcu_gp_kthread+0xd0/0x190
+[  354.472508]  </TASK>
+[  354.473068] rcu: Stack dump where RCU GP kthread last ran:
+[  354.473100] Sending NMI from CPU 1 to CPUs 0:
+[  417.487977] rcu: INFO: rcu_preempt detected stalls on CPUs/tasks:
+[  417.489043] 	(detected by 1, t=99782 jiffies, g=5581, q=278 ncpus=2)
+[  417.489302] rcu: All QSes seen, last rcu_preempt kthread activity 99782 (4294996622-4294896840), jiffies_till_next_fqs=1, root ->qsmask 0x0
+[  417.495359] rcu: rcu_preempt kthread starved for 99782 jiffies! g5581 f0x2 RCU_GP_WAIT_FQS(5) ->state=0x200 ->cpu=0
+[  417.496135] rcu: RCU grace-period kthread stack dump:
+[  417.500827] rcu: Stack dump where RCU GP kthread last ran:
+EOF2
+expect rcu_gp_kthread_cpu_never_answered infra "cpu 0, where the grace-period kthread waits to run, never took" -- \
+	--rc 124 "$tmp/gp-starved.log"
+{
+	cat "$tmp/gp-starved.log"
+	echo '[  420.000000] NMI backtrace for cpu 0'
+	echo '[  420.000001] RIP: 0010:hg_pair_this_cpu+0x30/0x90 [hgclock]'
+} >"$tmp/gp-starved-ours.log"
+expect rcu_gp_kthread_cpu_in_hgclock ours "hg_pair_this_cpu" -- --rc 124 "$tmp/gp-starved-ours.log"
+{
+	cat "$tmp/gp-starved.log"
+	echo '[  420.000000] NMI backtrace for cpu 0 skipped: idling at native_halt+0xa/0x10'
+} >"$tmp/gp-starved-halted.log"
+expect rcu_gp_kthread_cpu_halted infra "cpu 0 halted at native_halt+0xa/0x10" -- \
+	--rc 124 "$tmp/gp-starved-halted.log"
+grep -v 'Stack dump where\|Sending NMI' "$tmp/gp-starved.log" >"$tmp/gp-starved-nodump.log"
+expect rcu_gp_kthread_no_cpu_dump ours "hgclock loaded" -- --rc 124 "$tmp/gp-starved-nodump.log"
+
+# The host VM's idle task returned into its own stack (CI 2026-12-03,
+# many-guests on 6.1, a user process's invalid opcode just before): the
+# page fault's report has five lines before its die line, and the panic
+# of the idle task's exit follows.  One report, located at the RIP:
+# not ours; the same RIP in hgclock is ours.
+cat >"$tmp/idle-stack.log" <<'EOF2'
+[    3.824192] hgclock: loading out-of-tree module taints kernel.
+[   25.225132] kernel tried to execute NX-protected page - exploit attempt? (uid: 0)
+[   25.227072] BUG: unable to handle page fault for address: ffffffff82a03e58
+[   25.227752] #PF: supervisor instruction fetch in kernel mode
+[   25.229587] #PF: error_code(0x0011) - permissions violation
+[   25.231347] PGD 2a15067 P4D 2a15067 PUD 2a16063 PMD 8000000002a001e3 
+[   25.231860] Thread overran stack, or stack corrupted
+[   25.232111] Oops: 0011 [#1] PREEMPT SMP NOPTI
+[   25.232823] CPU: 0 PID: 0 Comm: swapper/0 Tainted: G           OE      6.1.0-57-amd64 #1  Debian 6.1.192-3
+[   25.236650] RIP: 0010:init_stack+0x3e58/0x4000
+[   25.242069] RSP: 0018:ffffffff82a03e48 EFLAGS: 00000046
+[   25.246401] Call Trace:
+[   25.247788]  <TASK>
+[   25.249219]  ? schedule_idle+0x26/0x40
+[   25.250096]  ? do_idle+0x166/0x2b0
+[   25.252797]  </TASK>
+[   25.253006] Modules linked in: vhost_vsock kvm_amd kvm irqbypass hgclock(OE) 9p
+[   25.254517] CR2: ffffffff82a03e58
+[   25.255847] ---[ end trace 0000000000000000 ]---
+[   25.256895] RIP: 0010:init_stack+0x3e58/0x4000
+[   25.259047] RSP: 0018:ffffffff82a03e48 EFLAGS: 00000046
+[   25.264564] Kernel panic - not syncing: Attempted to kill the idle task!
+[   25.264600] Kernel Offset: disabled
+EOF2
+expect page_fault_preamble_idle_panic infra "BUG: unable to handle page fault for address: ffffffff82a03e58 at init_stack+0x3e58/0x4000" -- \
+	--rc 126 "$tmp/idle-stack.log"
+sed 's|RIP: 0010:init_stack+0x3e58/0x4000|RIP: 0010:hg_probe_sched_switch+0x40/0x1c0 [hgclock]|' \
+	"$tmp/idle-stack.log" >"$tmp/idle-stack-ours.log"
+expect page_fault_preamble_in_hgclock ours "hg_probe_sched_switch" -- --rc 126 "$tmp/idle-stack-ours.log"
 
 # QEMU's int3 after text patching, then the panic that follows the oops'
 # end line (CI 2026-12-02, nested 6.12): the panic belongs to the oops,
