@@ -4,20 +4,30 @@
 
     tools/dat_compare.py MERGED.txt REPORT.txt HOST.dat
 
-REPORT.txt is "trace-cmd report -t -i HOST.dat -i STEM-g0.dat ...".  Both
+REPORT.txt is "trace-cmd report -t -i HOST.dat -i STEM-g0.dat ..." (or of
+HOST.dat alone).  Both
 must list the same events, each as (machine, CPU, time in ns, event name,
 task, pid), in the same order; events of one time may come in either
 order (each tool breaks ties its own way), so they are compared as sets
-within one time.  Exit 0 when equal (and not empty), 1 otherwise, with
-the first difference.
+within one time.  A disruption mark ("hgclock  TIME: DISRUPTION ..." in
+the text) must be in the host's file as a print event "hgclock:
+DISRUPTION ..." of the same time and words.  Exit 0 when equal (and not
+empty), 1 otherwise, with the first difference.
 """
 import re
 import sys
 
-# "  FILE:  comm-pid  [cpu]  sec.ns: event:"   (trace-cmd report -t, -i twice or more)
-REPORT = re.compile(r'^\s*(\S+):\s+(.*?)-(\d+)\s+\[(\d+)\]\s+(\d+\.\d+):\s+(\S+):')
+# "  FILE:  comm-pid  [cpu]  sec.ns: event:"   (trace-cmd report -t, -i twice or more;
+# with one -i, no "FILE:": the host's file alone)
+REPORT = re.compile(r'^\s*(?:(\S+\.dat):\s+)?(.*?)-(\d+)\s+\[(\d+)\]\s+(\d+\.\d+):\s+(\S+):')
 # "host  comm-pid [cpu] sec.ns: event ..."   "gG vV hHHH comm-pid [cpu] ..."
-MERGED = re.compile(r'^(host|g(\d+) v\d+ h\S+)\s+(.*?)-(\d+)\s+\[(\d+)\]\s+(\d+\.\d+):\s+(\S+)\s')
+# (a buffer instance's event: "host  NAME: comm-pid ...", written into the
+# machine's one buffer of the --dat file)
+MERGED = re.compile(r'^(host|g(\d+) v\d+ h\S+)\s+(?:\S+: +)?(.*?)-(\d+)\s+\[(\d+)\]\s+(\d+\.\d+):\s+(\S+)\s')
+# "hgclock      sec.ns: DISRUPTION guest ..." (merge_out.c's marks)
+MARK = re.compile(r'^hgclock\s+(\d+\.\d+): (DISRUPTION .*?)\s*$')
+# trace-cmd report's print event: "... print: 0x0: hgclock: DISRUPTION ..." (or without the ip)
+PRINTED = re.compile(r'\sprint:\s+(?:\S+:\s+)?hgclock: (DISRUPTION .*?)\s*$')
 
 
 def by_time(rows):
@@ -37,6 +47,10 @@ def main(merged, report, host):
     a, b = [], []
     with open(merged) as f:
         for line in f:
+            k = MARK.match(line)
+            if k:
+                a.append(("host", 0, k.group(1), "print", "mark", k.group(2)))
+                continue
             m = MERGED.match(line)
             if m:
                 mach = "host" if m.group(1) == "host" else "g" + m.group(2)
@@ -47,9 +61,13 @@ def main(merged, report, host):
             m = REPORT.match(line)
             if not m:
                 continue
-            name = m.group(1)
+            name = m.group(1) or host
             g = re.search(r'-(g\d+)\.dat$', name)
             mach = "host" if host.endswith(name) and not g else (g.group(1) if g else name)
+            k = PRINTED.search(line)
+            if k and mach == "host" and m.group(6) == "print":
+                b.append(("host", int(m.group(4)), m.group(5), "print", "mark", k.group(1)))
+                continue
             b.append((mach, int(m.group(4)), m.group(5), m.group(6),
                       m.group(3 - 1).strip(), m.group(3)))
     ga, gb = by_time(a), by_time(b)

@@ -22,7 +22,10 @@ and checks what merge.rst says of the file:
     CPU's track, of that host thread, and in the guest CPU's slice of
     that run;
   - with MERGED.txt (merge's text of the same inputs, local or perf
-    clock): the trace events are the same, each at the same ns.
+    clock): the trace events are the same, each at the same ns, and
+    the disruption marks (category "hgclock": a guest followed through
+    a migration, a restore or a loss, merge.rst) as many as the text's
+    DISRUPTION lines.
 
 Prints a line of counts; exit 0 when all hold (and the file has events
 and runs), 1 with the first failures otherwise.
@@ -139,6 +142,7 @@ def main(proto, path, merged=None):
     flows_start, flows_end = {}, {}
     trace_events = []
     nr_slices = 0
+    nr_marks = 0
     for ts, i, machine, te, args in events:
         uuid = one(te, 'track_uuid')
         if uuid not in tracks:
@@ -166,13 +170,16 @@ def main(proto, path, merged=None):
                 continue
             t0, bte, bargs = open_slices[uuid].pop()
             nr_slices += 1
+            nr_marks += one(bte, 'categories') == 'hgclock'
             if one(bte, 'categories') == 'vcpu':
                 if machine < 0:
                     runs_host[bargs.get('host_cpu')].append((t0, ts, bargs))
                 else:
                     runs_guest[(machine, bargs.get('vcpu'))].append((t0, ts, bargs))
         elif typ == 'TYPE_INSTANT':
-            if cat not in ('app', 'perf', 'vcpu'):
+            if cat == 'hgclock':
+                nr_marks += 1        # a disruption that never ended: an instant
+            elif cat not in ('app', 'perf', 'vcpu'):
                 trace_events.append((ts, machine, uuid, one(te, 'name'), args))
         else:
             fail('packet %d: event type %s' % (i, typ))
@@ -231,8 +238,10 @@ def main(proto, path, merged=None):
     nr_compared = 0
     if merged:
         want = collections.Counter()
+        nr_text_marks = 0
         with open(merged) as f:
             for line in f:
+                nr_text_marks += line.startswith('hgclock ') and ': DISRUPTION ' in line
                 m = MERGED.match(line)
                 if not m or ':' in m.group(9):
                     continue         # app:/perf: lines, notices
@@ -244,6 +253,9 @@ def main(proto, path, merged=None):
             fail('in the text, not the trace: machine %d %s at %d' % (k[0], k[2], k[1]))
         for k in sorted((have - want).keys())[:5]:
             fail('in the trace, not the text: machine %d %s at %d' % (k[0], k[2], k[1]))
+        if nr_text_marks != nr_marks:
+            fail('%d disruption marks in the trace, %d DISRUPTION lines in the text' %
+                 (nr_marks, nr_text_marks))
 
     nr_runs = sum(len(v) for v in runs_host.values())
     print('%d packets, %d tracks, %d trace events (%d guest, %d placed on host CPUs), '

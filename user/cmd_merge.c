@@ -190,11 +190,13 @@ static void summary(const struct hgm_par_result *r)
 				" without host CPU)", r->in[i].guest, what, r->in[i].nr_events,
 				r->in[i].nr_unmapped, r->in[i].nr_no_cpu);
 		else if (r->in[i].guest < 0)
-			fprintf(stderr, "; host %" PRIu64, r->in[i].nr_events);
+			fprintf(stderr, "; host%s%s %" PRIu64, r->in[i].buffer[0] ? " buffer " : "",
+				r->in[i].buffer, r->in[i].nr_events);
 		else
-			fprintf(stderr, "; guest %d %" PRIu64 " (%" PRIu64 " unmapped, %" PRIu64
-				" without host CPU)", r->in[i].guest, r->in[i].nr_events,
-				r->in[i].nr_unmapped, r->in[i].nr_no_cpu);
+			fprintf(stderr, "; guest %d%s%s %" PRIu64 " (%" PRIu64 " unmapped, %" PRIu64
+				" without host CPU)", r->in[i].guest,
+				r->in[i].buffer[0] ? " buffer " : "", r->in[i].buffer,
+				r->in[i].nr_events, r->in[i].nr_unmapped, r->in[i].nr_no_cpu);
 		if (r->in[i].nr_dropped)
 			fprintf(stderr, " [%" PRIu64 " dropped by ftrace]", r->in[i].nr_dropped);
 	}
@@ -222,13 +224,20 @@ static void dat_summary(const char *path, const struct hgm_dat_result *r, bool q
 		       PRIu64 " application events and perf samples (no event format) are "
 		       "not in the trace.dat files; the text and JSON outputs have them",
 		       r->nr_unmapped, r->nr_app);
+	if (r->nr_marks_left)
+		hg_err("warning: --dat: %" PRIu64 " disruption marks are not in the trace.dat "
+		       "files (no host file, or its trace has no ftrace print event); the "
+		       "text and JSON outputs have them", r->nr_marks_left);
 	if (quiet)
 		return;
 	fprintf(stderr, "hgclock merge: trace.dat:");
 	for (int i = 0; i < r->nr_files; i++) {
 		hgm_dat_path(path, r->files[i].guest, name, sizeof(name));
-		fprintf(stderr, "%s %s (%" PRIu64 " events)", i ? "," : "", name,
+		fprintf(stderr, "%s %s (%" PRIu64 " events", i ? "," : "", name,
 			r->files[i].nr_events);
+		if (r->files[i].guest < 0 && r->nr_marks)
+			fprintf(stderr, ", %" PRIu64 " of them disruption marks", r->nr_marks);
+		fprintf(stderr, ")");
 	}
 	fprintf(stderr, "\nhgclock merge: view with: trace-cmd report");
 	for (int i = 0; i < r->nr_files; i++) {
@@ -263,6 +272,7 @@ static int merge_one_thread(const struct hgm_par *par, struct hgm_par_result *re
 	struct hgm_text text = { 0 };
 	struct hgm_json json;
 	struct hgm_outputs outs = { 0 };
+	struct hgm_marks marks = { 0 };
 	struct hgm_options opt = par->opt;
 	int ret = HGM_E_SYSTEM;
 
@@ -286,7 +296,12 @@ static int merge_one_thread(const struct hgm_par *par, struct hgm_par_result *re
 			goto nomem;
 		outs.json = &json;
 	}
-	if (hgm_run(&m, hgm_outputs_event, &outs) || (outs.json && hgm_json_end(&json))) {
+	if (hgm_marks_build(&marks, &m))
+		goto nomem;
+	outs.marks = &marks;
+	if (hgm_run(&m, hgm_outputs_event, &outs) ||
+	    hgm_marks_until(&marks, UINT64_MAX, par->text, par->json) ||
+	    (outs.json && hgm_json_end(&json))) {
 		outs.json = NULL;
 		snprintf(err, err_len, "writing the output: %s", strerror(errno));
 		goto out;
@@ -300,6 +315,7 @@ nomem:
 out:
 	if (outs.json)
 		hgm_json_end(&json);
+	hgm_marks_free(&marks);
 	hgm_text_free(&text);
 	hgm_close(&m);
 	return ret;
@@ -1044,7 +1060,8 @@ int cmd_merge(int argc, char **argv)
 		if (!ret && res.in[i].app_tail_bytes)
 			hg_err("warning: %s: its last %" PRIu64 " bytes are a record cut short "
 			       "(the application did not close the file): not merged",
-			       inputs[i].path, res.in[i].app_tail_bytes);
+			       res.in[i].app_path ? res.in[i].app_path : "?",
+			       res.in[i].app_tail_bytes);
 	if (!ret && dat_path)
 		dat_summary(dat_path, dres, quiet);
 	if (!ret && pf_path)

@@ -32,6 +32,12 @@ struct hgm_stream {
 	struct hgm_input *in;
 	int idx;			/* input index, for ties */
 	int cpu;
+	/*
+	 * Another shard's stream (merge_par.c), read only for the task names
+	 * its sched events teach (name_event()): each worker then names a task
+	 * at each event as one thread reading every stream would.
+	 */
+	bool learn_only;
 	struct hgm_event ev;		/* the stream's next event (ev.rec or ev.app set) */
 	uint64_t last_host_ts;		/* where its unmapped events go */
 	/* an application file's CPU: its own reader, skipping the other CPUs' records */
@@ -134,6 +140,7 @@ struct hgm_checked_file {
 	off_t size;
 	struct timespec mtime;
 	struct hgm_app_summary *app;	/* an event file's results; NULL: a trace.dat */
+	int buffer;			/* a trace.dat's buffer (hgm_input.buffer) */
 };
 
 struct hgm_checked {
@@ -173,14 +180,15 @@ void hgm_checked_free(struct hgm_checked *c)
 
 /* The pass remembered for this file, checked as @app says, or NULL. */
 static const struct hgm_checked_file *checked_find(const struct hgm_checked *c,
-						   const struct stat *st, bool app)
+						   const struct stat *st, bool app, int buffer)
 {
 	for (size_t i = 0; i < c->nr; i++) {
 		const struct hgm_checked_file *f = &c->files[i];
 
 		if (f->dev == st->st_dev && f->ino == st->st_ino && f->size == st->st_size &&
 		    f->mtime.tv_sec == st->st_mtim.tv_sec &&
-		    f->mtime.tv_nsec == st->st_mtim.tv_nsec && !!f->app == app)
+		    f->mtime.tv_nsec == st->st_mtim.tv_nsec && !!f->app == app &&
+		    f->buffer == buffer)
 			return f;
 	}
 	return NULL;
@@ -193,7 +201,7 @@ static const struct hgm_checked_file *checked_find(const struct hgm_checked *c,
  * again, which costs time, not results.
  */
 static void checked_add(struct hgm_checked *c, const struct stat *st,
-			struct hgm_app_summary *app)
+			struct hgm_app_summary *app, int buffer)
 {
 	if (c->nr == c->cap) {
 		size_t cap = c->cap ? c->cap * 2 : 8;
@@ -211,7 +219,7 @@ static void checked_add(struct hgm_checked *c, const struct stat *st,
 	}
 	c->files[c->nr++] = (struct hgm_checked_file){
 		.dev = st->st_dev, .ino = st->st_ino, .size = st->st_size, .mtime = st->st_mtim,
-		.app = app,
+		.app = app, .buffer = buffer,
 	};
 	return;
 forget:
@@ -228,16 +236,16 @@ static int check_trace_data_once(struct hgm_checked *c, struct hgm_input *in, ch
 	struct stat st;
 	int ret;
 
-	if (!c || stat(in->path, &st))
+	if (!c || stat(in->open_path ? in->open_path : in->path, &st))
 		return check_trace_data(in, err, err_len);
 	pthread_mutex_lock(&c->lock);
-	if (checked_find(c, &st, false)) {
+	if (checked_find(c, &st, false, in->buffer)) {
 		pthread_mutex_unlock(&c->lock);
 		return 0;
 	}
 	ret = check_trace_data(in, err, err_len);
 	if (!ret)
-		checked_add(c, &st, NULL);
+		checked_add(c, &st, NULL, in->buffer);
 	pthread_mutex_unlock(&c->lock);
 	return ret;
 }
@@ -276,10 +284,84 @@ static int input_room(struct hgm *m, const char *path, char *err, size_t err_len
 	return 0;
 }
 
+/*
+ * Input @in's clock, tep and CPUs, checked: 0, or -1 with @err (the
+ * caller closes the handle).
+ */
+static int input_describe(struct hgm_input *in, char *err, size_t err_len)
+{
+	const char *clock = tracecmd_get_trace_clock(in->handle);
+
+	in->tep = tracecmd_get_tep(in->handle);
+	in->nr_cpus = tracecmd_cpus(in->handle);
+	in->clock_name = clock ? clock : "local";
+	if (hgclock_clock_parse(in->clock_name, &in->clock)) {
+		set_err(err, err_len,
+			"%s: recorded with the '%s' trace clock, which hgclock cannot map exactly "
+			"(it maps local, perf and x86-tsc: trace-cmd record -C local)", in->path,
+			in->clock_name);
+		return -1;
+	}
+	if (!in->tep || in->nr_cpus <= 0) {
+		set_err(err, err_len, "%s: no CPUs or no event formats in the file", in->path);
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * The buffer instances of trace input @t (trace-cmd record -B NAME,
+ * extract -B NAME), each an input of the same machine, in the file's
+ * order: trace-cmd report shows them all, and so does the merge.  Each
+ * handle holds a reference on the top one's (libtracecmd), so closing
+ * them in any order is safe.  0, or -1 with @err.
+ */
+static int add_instances(struct hgm *m, int t, char *err, size_t err_len)
+{
+	int nr = tracecmd_buffer_instances(m->in[t].handle);
+
+	for (int b = 0; b < nr; b++) {
+		struct hgm_input *top, *in;
+		const char *name;
+		int ret = input_room(m, m->in[t].path, err, err_len);
+
+		if (ret)
+			return ret;
+		top = &m->in[t];	/* input_room() may have moved it */
+		in = &m->in[m->nr_in];
+		memset(in, 0, sizeof(*in));
+		name = tracecmd_buffer_instance_name(top->handle, b);
+		in->guest = top->guest;
+		in->buffer = b + 1;
+		in->open_path = top->path;
+		in->buffer_name = strdup(name && *name ? name : "?");
+		if (!in->buffer_name ||
+		    asprintf(&in->label, "%s (buffer %s)", top->path, in->buffer_name) < 0) {
+			free(in->buffer_name);
+			set_err(err, err_len, "%s: out of memory", top->path);
+			return HGM_E_SYSTEM;
+		}
+		in->path = in->label;
+		in->handle = tracecmd_buffer_instance_handle(top->handle, b);
+		if (!in->handle || input_describe(in, err, err_len) ||
+		    check_trace_data_once(m->checked, in, err, err_len)) {
+			if (!in->handle)
+				set_err(err, err_len, "%s: cannot read this buffer (damaged?)",
+					in->path);
+			else
+				tracecmd_close(in->handle);
+			free(in->label);
+			free(in->buffer_name);
+			return -1;
+		}
+		m->nr_in++;
+	}
+	return 0;
+}
+
 static int add_input(struct hgm *m, const char *path, int guest, char *err, size_t err_len)
 {
 	struct hgm_input *in;
-	const char *clock;
 	int ret = input_room(m, path, err, err_len);
 
 	if (ret)
@@ -299,20 +381,7 @@ static int add_input(struct hgm *m, const char *path, int guest, char *err, size
 	in->handle = hg_trace_open(path, err, err_len);
 	if (!in->handle)
 		return -1;
-	in->tep = tracecmd_get_tep(in->handle);
-	in->nr_cpus = tracecmd_cpus(in->handle);
-	clock = tracecmd_get_trace_clock(in->handle);
-	in->clock_name = clock ? clock : "local";
-	if (hgclock_clock_parse(in->clock_name, &in->clock)) {
-		set_err(err, err_len,
-			"%s: recorded with the '%s' trace clock, which hgclock cannot map exactly "
-			"(it maps local, perf and x86-tsc: trace-cmd record -C local)", path,
-			in->clock_name);
-		hg_trace_close(in->handle);
-		return -1;
-	}
-	if (!in->tep || in->nr_cpus <= 0) {
-		set_err(err, err_len, "%s: no CPUs or no event formats in the file", path);
+	if (input_describe(in, err, err_len)) {
 		hg_trace_close(in->handle);
 		return -1;
 	}
@@ -321,7 +390,7 @@ static int add_input(struct hgm *m, const char *path, int guest, char *err, size
 		return -1;
 	}
 	m->nr_in++;
-	return 0;
+	return add_instances(m, m->nr_in - 1, err, err_len);
 }
 
 /*
@@ -452,7 +521,7 @@ static int check_app_file_once(struct hgm_checked *c, struct hgm_input *in, FILE
 	if (!c || fstat(fileno(f), &st))
 		return check_app_file(in, f, err, err_len);
 	pthread_mutex_lock(&c->lock);
-	hit = checked_find(c, &st, true);
+	hit = checked_find(c, &st, true, 0);
 	if (hit) {
 		const struct hgm_app_summary *h = hit->app;
 
@@ -485,7 +554,7 @@ static int check_app_file_once(struct hgm_checked *c, struct hgm_input *in, FILE
 			free(a->tids);
 			free(a);
 		} else {
-			checked_add(c, &st, a);
+			checked_add(c, &st, a, 0);
 		}
 	}
 	pthread_mutex_unlock(&c->lock);
@@ -653,8 +722,9 @@ static void annotate_guest(struct hgm *m, struct hgm_stream *st)
 	ev->method = r.method;
 	ev->bound_ns = r.bound_ns;
 	st->last_host_ts = r.host_value;
+	/* Placed in the VM that ran it: after a migration, another VM's threads. */
 	if (!r.host_tsc ||
-	    hgsync_vcpu_place(m->sync, (uint32_t)st->in->guest, st->cpu, r.host_tsc, &p)) {
+	    hgsync_vcpu_place(m->sync, r.guest_id, st->cpu, r.host_tsc, &p)) {
 		ev->flags |= HGM_EV_NO_HOST_CPU;
 		return;
 	}
@@ -798,6 +868,19 @@ static int start_filter(struct hgm *m, const struct hgsync *sync, char *err, siz
 	return 0;
 }
 
+/* Has trace input @in events whose printing registers task names (name_event())? */
+static bool teaches_names(const struct hgm_input *in)
+{
+	static const char *const names[] = { "sched_switch", "sched_wakeup", "sched_wakeup_new" };
+
+	if (in->app || !in->tep)
+		return false;
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (tep_find_event_by_name(in->tep, "sched", names[i]))
+			return true;
+	return false;
+}
+
 int hgm_start(struct hgm *m, const struct hgsync *sync, const struct hgm_options *opt,
 	      char *err, size_t err_len)
 {
@@ -858,8 +941,11 @@ int hgm_start(struct hgm *m, const struct hgsync *sync, const struct hgm_options
 				in->clock_name, m->in[0].path, m->in[0].clock_name);
 			return -1;
 		}
-		/* A machine has one trace, and as many applications as it likes. */
-		for (int j = 0; j < i && !in->app; j++)
+		/*
+		 * A machine has one trace (its buffers come with it), and as
+		 * many applications as it likes.
+		 */
+		for (int j = 0; j < i && !in->app && !in->buffer; j++)
 			if (in->guest == m->in[j].guest && !m->in[j].app) {
 				if (in->guest < 0)
 					set_err(err, err_len, "%s and %s: both are the host's trace",
@@ -873,7 +959,12 @@ int hgm_start(struct hgm *m, const struct hgsync *sync, const struct hgm_options
 	}
 	m->streams = calloc((size_t)n, sizeof(*m->streams));
 	m->heap = calloc((size_t)n, sizeof(*m->heap));
-	if (!m->streams || !m->heap) {
+	if (!m->opt.no_text) {
+		m->info_seq = malloc(sizeof(*m->info_seq));
+		if (m->info_seq)
+			trace_seq_init(m->info_seq);
+	}
+	if (!m->streams || !m->heap || (!m->opt.no_text && !m->info_seq)) {
 		set_err(err, err_len, "out of memory");
 		return HGM_E_SYSTEM;
 	}
@@ -883,7 +974,9 @@ int hgm_start(struct hgm *m, const struct hgsync *sync, const struct hgm_options
 		for (int c = 0; c < m->in[i].nr_cpus; c++, n++) {
 			struct hgm_stream *st;
 
-			if (m->opt.nr_shards > 1 && n % m->opt.nr_shards != m->opt.shard)
+			bool other = m->opt.nr_shards > 1 && n % m->opt.nr_shards != m->opt.shard;
+
+			if (other && (m->opt.no_text || !teaches_names(&m->in[i])))
 				continue;
 			/* Machines the filter leaves out: not read. */
 			if (!hgm_filter_machine(m->opt.filter, m->in[i].guest))
@@ -893,6 +986,7 @@ int hgm_start(struct hgm *m, const struct hgsync *sync, const struct hgm_options
 			st->in = &m->in[i];
 			st->idx = i;
 			st->cpu = c;
+			st->learn_only = other;
 			if (st->in->app) {
 				struct hgev_header h;
 				char why[256];
@@ -910,7 +1004,7 @@ int hgm_start(struct hgm *m, const struct hgsync *sync, const struct hgm_options
 					return HGM_E_INPUT;
 				}
 			}
-			if (m->opt.progress || m->opt.span) {
+			if ((m->opt.progress || m->opt.span) && !st->learn_only) {
 				uint64_t last = stream_last_ts(m, st);
 
 				if (last > m->last_ts)
@@ -918,7 +1012,8 @@ int hgm_start(struct hgm *m, const struct hgsync *sync, const struct hgm_options
 			}
 			if (!stream_next(m, st, true))
 				continue;
-			if (!(st->ev.flags & HGM_EV_UNMAPPED) && st->ev.host_ts < m->first_ts)
+			if (!(st->ev.flags & HGM_EV_UNMAPPED) && st->ev.host_ts < m->first_ts &&
+			    !st->learn_only)
 				m->first_ts = st->ev.host_ts;
 			m->heap[m->heap_len++] = st;
 		}
@@ -995,39 +1090,68 @@ static bool event_shown(struct hgm *m, const struct hgm_event *ev)
 		return true;
 	if (ev->host_ts < m->from_ts || ev->host_ts > m->to_ts)
 		return false;
-	/* A guest's CPUs are all read (see learn()), the ones asked for shown. */
+	/* A guest's CPUs are all read (see name_event()), the ones asked for shown. */
 	if (ev->in->guest >= 0 && !hgm_filter_vcpu(f, ev->cpu))
 		return false;
 	return !f->nr_events || name_kept(f, ev);
 }
 
-/*
- * An event the filter leaves out still teaches its trace's names: the
- * sched_switch and sched_wakeup print handlers (libtraceevent's sched
- * plugin) register the task names they print, which later lines of
- * every CPU of that trace then show instead of "<...>".  Formatted into
- * a scratch buffer, these events keep a filtered merge's lines the same
- * as the unfiltered merge's.  (So a guest's vCPUs are all read even when
- * --vcpus shows some: they share one list of names.)
- */
-static void learn(struct hgm *m, const struct hgm_event *ev)
+/* Does printing @ev register task names (libtraceevent's sched plugin)? */
+static bool event_teaches(const struct hgm_event *ev)
 {
 	const char *name;
 
-	if (!ev->rec || !ev->event || strcmp(ev->event->system, "sched"))
-		return;
+	if (!ev->event || !ev->event->system || strcmp(ev->event->system, "sched"))
+		return false;
 	name = ev->event->name;
-	if (strcmp(name, "sched_switch") && strcmp(name, "sched_wakeup") &&
-	    strcmp(name, "sched_wakeup_new"))
+	return !strcmp(name, "sched_switch") || !strcmp(name, "sched_wakeup") ||
+	       !strcmp(name, "sched_wakeup_new");
+}
+
+/* The text of trace event @ev (TEP_PRINT_INFO), in @seq, without its final newlines. */
+static const char *event_info(struct trace_seq *seq, const struct hgm_event *ev)
+{
+	trace_seq_reset(seq);
+	if (ev->event)
+		tep_print_event(ev->in->tep, seq, ev->rec, "%s", TEP_PRINT_INFO);
+	else
+		trace_seq_printf(seq, "[unknown event, %d bytes]", ev->rec->size);
+	trace_seq_terminate(seq);
+	if (!seq->buffer)
+		return "";
+	while (seq->len && seq->buffer[seq->len - 1] == '\n')
+		seq->buffer[--seq->len] = '\0';
+	return seq->buffer;
+}
+
+/*
+ * The task name and text of trace event @ev, worked out once for all
+ * outputs, in the steps trace-cmd report takes for each event it prints:
+ * the task's name first (tep_data_comm_from_pid()), then the text.  The
+ * text of sched_switch and sched_wakeup registers the names it prints
+ * (libtraceevent's sched plugin), and the order and number of those
+ * steps decide the names later events show: until the first lookup of a
+ * pid other than 0, libtraceevent keeps registered names in a list with
+ * no check for duplicates (a pid can have its saved command line and
+ * the name a sched event taught), and after it finds one of them by
+ * binary search.  So the text is printed once per event, not once per
+ * output, and an event not shown (the filter's, another worker's
+ * stream's) takes the same steps, its text only when it teaches: then
+ * every output, every --threads and every filter names each task as
+ * trace-cmd report of the same events does.  (So a guest's vCPUs are all
+ * read even when --vcpus shows some: they share one list of names.)
+ */
+static void name_event(struct hgm *m, struct hgm_event *ev, bool shown)
+{
+	struct tep_handle *tep = ev->in->tep;
+
+	ev->comm = ev->info = NULL;
+	if (m->opt.no_text || !ev->rec)
 		return;
-	if (!m->learn_seq) {
-		m->learn_seq = malloc(sizeof(*m->learn_seq));
-		if (!m->learn_seq)
-			return;
-		trace_seq_init(m->learn_seq);
-	}
-	tep_print_event(ev->in->tep, m->learn_seq, ev->rec, "%s", TEP_PRINT_INFO);
-	trace_seq_reset(m->learn_seq);
+	ev->pid = tep_data_pid(tep, ev->rec);
+	ev->comm = tep_data_comm_from_pid(tep, ev->pid);
+	if (shown || event_teaches(ev))
+		ev->info = event_info(m->info_seq, ev);
 }
 
 /* The summary's counts, of the events shown. */
@@ -1061,11 +1185,14 @@ int hgm_run(struct hgm *m, int (*emit)(void *ctx, const struct hgm_event *ev), v
 		/* The heap's least time is past the window (and its slack): done. */
 		if (st->ev.host_ts > m->to_ts && st->ev.host_ts - m->to_ts > HGM_TO_SLACK)
 			break;
-		if (event_shown(m, &st->ev)) {
+		if (st->learn_only) {
+			name_event(m, &st->ev, false);
+		} else if (event_shown(m, &st->ev)) {
+			name_event(m, &st->ev, true);
 			ret = emit(ctx, &st->ev);
 			count_event(m, &st->ev);
 		} else {
-			learn(m, &st->ev);
+			name_event(m, &st->ev, false);
 			m->nr_filtered++;
 		}
 		if (st->ev.rec)
@@ -1085,24 +1212,35 @@ int hgm_run(struct hgm *m, int (*emit)(void *ctx, const struct hgm_event *ev), v
 	return ret;
 }
 
-void hgm_result(const struct hgm *m, struct hgm_par_result *res)
+void hgm_result_add(const struct hgm *m, struct hgm_par_result *res)
 {
-	memset(res, 0, sizeof(*res));
-	res->nr_events = m->nr_events;
-	res->nr_filtered = m->nr_filtered;
-	memcpy(res->by_method, m->by_method, sizeof(res->by_method));
-	res->max_bound_ns = m->max_bound_ns;
+	res->nr_events += m->nr_events;
+	res->nr_filtered += m->nr_filtered;
+	for (size_t k = 0; k < sizeof(res->by_method) / sizeof(res->by_method[0]); k++)
+		res->by_method[k] += m->by_method[k];
+	if (m->max_bound_ns > res->max_bound_ns)
+		res->max_bound_ns = m->max_bound_ns;
 	res->nr_in = m->nr_in;
 	for (int i = 0; i < m->nr_in && i < HGM_MAX_INPUTS; i++) {
 		res->in[i].guest = m->in[i].guest;
 		res->in[i].app = m->in[i].app;
 		res->in[i].perf = m->in[i].perf;
+		res->in[i].app_path = m->in[i].app ? m->in[i].path : NULL;
+		if (m->in[i].buffer_name)
+			snprintf(res->in[i].buffer, sizeof(res->in[i].buffer), "%s",
+				 m->in[i].buffer_name);
 		res->in[i].app_tail_bytes = m->in[i].app_tail_bytes;
-		res->in[i].nr_events = m->in[i].nr_events;
-		res->in[i].nr_unmapped = m->in[i].nr_unmapped;
-		res->in[i].nr_no_cpu = m->in[i].nr_no_cpu;
-		res->in[i].nr_dropped = m->in[i].nr_dropped;
+		res->in[i].nr_events += m->in[i].nr_events;
+		res->in[i].nr_unmapped += m->in[i].nr_unmapped;
+		res->in[i].nr_no_cpu += m->in[i].nr_no_cpu;
+		res->in[i].nr_dropped += m->in[i].nr_dropped;
 	}
+}
+
+void hgm_result(const struct hgm *m, struct hgm_par_result *res)
+{
+	memset(res, 0, sizeof(*res));
+	hgm_result_add(m, res);
 }
 
 void hgm_close(struct hgm *m)
@@ -1127,11 +1265,13 @@ void hgm_close(struct hgm *m)
 		free(m->in[i].app_last_ts);
 		free(m->in[i].app_tids);
 		free(m->in[i].name_keep);
+		free(m->in[i].label);
+		free(m->in[i].buffer_name);
 	}
-	if (m->learn_seq) {
-		trace_seq_destroy(m->learn_seq);
-		free(m->learn_seq);
-		m->learn_seq = NULL;
+	if (m->info_seq) {
+		trace_seq_destroy(m->info_seq);
+		free(m->info_seq);
+		m->info_seq = NULL;
 	}
 	free(m->streams);
 	free(m->heap);
@@ -1166,11 +1306,13 @@ void hgm_format_ts(char *buf, size_t len, uint32_t clock, uint64_t ts)
 	buf[n] = '\0';
 }
 
-int hgm_start_pass(struct hgm *m, const struct hgm_par *par, char *err, size_t err_len)
+int hgm_start_pass(struct hgm *m, const struct hgm_par *par, bool no_text, char *err,
+		   size_t err_len)
 {
 	struct hgm_options opt = par->opt;
 	int ret = 0;
 
+	opt.no_text = no_text;
 	opt.progress = false;
 	opt.shard = opt.nr_shards = 0;
 	for (int i = 0; i < par->nr_inputs && !ret; i++)

@@ -55,6 +55,16 @@ struct hgm_input {
 	const char *clock_name;	/* as trace-cmd recorded it */
 	int nr_cpus;		/* app: its highest CPU + 1 */
 	uint64_t nr_events, nr_unmapped, nr_no_cpu, nr_dropped;
+	/*
+	 * A trace.dat's buffers are inputs of their own: 0, its top buffer
+	 * (path: the file); b + 1, its buffer instance b (trace-cmd record
+	 * -B, extract -B), read through a handle of libtracecmd's that holds
+	 * the top one's, with buffer_name its name and path "FILE (buffer
+	 * NAME)" (label; both owned; open_path: the file).
+	 */
+	int buffer;
+	char *buffer_name;
+	char *label;
 	/* application event files only: */
 	bool app;
 	bool perf;			/* perf samples (perf_in.c): name is the comm */
@@ -89,7 +99,25 @@ struct hgm_event {
 	uint64_t bound_ns;
 	int32_t host_cpu;		/* -1 unknown */
 	int32_t host_tid;		/* the vCPU's host thread, -1 unknown */
+	/*
+	 * A trace event's task and text, worked out once by hgm_run() before
+	 * the emit (merge.c name_event()); NULL with hgm_options.no_text.
+	 * info lives until the next event.
+	 */
+	int pid;
+	const char *comm;
+	const char *info;
 };
+
+static inline const char *hgm_ev_comm(const struct hgm_event *ev)
+{
+	return ev->comm ? ev->comm : "<...>";
+}
+
+static inline const char *hgm_ev_info(const struct hgm_event *ev)
+{
+	return ev->info ? ev->info : "";
+}
 
 /* ---- what to show (merge_filter.c) ---- */
 
@@ -140,6 +168,7 @@ struct hgm_options {
 	bool progress;			/* a progress line on stderr */
 	bool span;			/* find first_ts/last_ts (progress does) */
 	int shard, nr_shards;		/* only streams i with i % nr_shards == shard (0: all) */
+	bool no_text;			/* no output shows task names or text (--dat's pass) */
 };
 
 struct hgm_stream;
@@ -172,7 +201,7 @@ struct hgm {
 	bool has_host;
 	uint64_t from_ts, to_ts;	/* the filter's window in the timeline's clock */
 	uint64_t nr_filtered;		/* events read and left out by the filter */
-	struct trace_seq *learn_seq;	/* scratch for the events left out (merge.c learn()) */
+	struct trace_seq *info_seq;	/* the current event's text (merge.c name_event()) */
 };
 
 /*
@@ -228,7 +257,6 @@ void hgm_format_ts(char *buf, size_t len, uint32_t clock, uint64_t ts);
 /* The event's name ("sched_switch", "app:NAME", "perf:EVENT") in @buf when built there. */
 const char *hgm_event_name(const struct hgm_event *ev, char *buf, size_t len);
 /* A trace event's fields as trace-cmd report prints them (in @seq's buffer). */
-const char *hgm_event_info(struct trace_seq *seq, const struct hgm_event *ev);
 /* A perf sample's event ("cpu-clock") and where it hit ("IP SYM (DSO)"). */
 void hgm_perf_event_name(const struct hgev_rec *r, char *buf, size_t len);
 const char *hgm_perf_where(const struct hgev_rec *r);
@@ -284,23 +312,50 @@ void hgm_text_free(struct hgm_text *t);
 struct hgm_json {
 	struct json_writer w;
 	const struct hgm *m;
-	struct trace_seq *seq;
 	uint64_t min_ns, max_ns;	/* the span written, in host ns */
 };
 int hgm_json_begin(struct hgm_json *j, FILE *out, const struct hgm *m);
 int hgm_json_event(void *ctx, const struct hgm_event *ev);
 /* One event as a JSON object through @w (no span bookkeeping). */
-int hgm_json_write_event(struct json_writer *w, struct trace_seq *seq, const struct hgm *m,
-			 const struct hgm_event *ev);
+int hgm_json_write_event(struct json_writer *w, const struct hgm *m, const struct hgm_event *ev);
 /* Widens the span the vCPU runs are clipped to by @host_ts. */
 void hgm_json_span(struct hgm_json *j, const struct hgm *m, uint64_t host_ts);
 /* Adds the vCPU runs within the span written, closes the JSON. */
 int hgm_json_end(struct hgm_json *j);
 
 /* Both outputs at once (either may be NULL). */
+/*
+ * Disruptions (sync.rst, "Migration and restore") as the outputs mark
+ * them: a line in the text, an instant in the JSON, each where the guest
+ * stopped running (the old VM's last exit from it; when the session was
+ * found broken if that is unknown), in the timeline's clock, inside the
+ * filter's window.  Sorted by time; @next is the first not yet written.
+ */
+struct hgm_mark {
+	uint64_t ts;
+	uint64_t end_ts;	/* the new VM's first entry; 0: unknown or gone */
+	uint32_t guest, next_guest;
+	uint32_t kind;		/* HGCOR_DISRUPT_* */
+	int32_t old_vm_pid, new_vm_pid;
+	int has_kvm_jump;
+	int64_t kvm_jump_tsc;
+	char text[512];		/* the text line, "\n" ended */
+	char json[768];		/* the JSON object, no comma */
+};
+struct hgm_marks {
+	struct hgm_mark *v;
+	size_t n, next;
+};
+/* 0, or -1 (out of memory). */
+int hgm_marks_build(struct hgm_marks *mk, const struct hgm *m);
+/* Writes the marks at or before @ts (UINT64_MAX: all that are left); 0 or -1. */
+int hgm_marks_until(struct hgm_marks *mk, uint64_t ts, FILE *text, FILE *json);
+void hgm_marks_free(struct hgm_marks *mk);
+
 struct hgm_outputs {
 	struct hgm_text *text;
 	struct hgm_json *json;
+	struct hgm_marks *marks;	/* NULL: none */
 };
 int hgm_outputs_event(void *ctx, const struct hgm_event *ev);
 
@@ -342,6 +397,8 @@ struct hgm_par_result {
 	struct {
 		int guest;
 		bool app, perf;
+		char buffer[32];	/* a buffer instance's name (cut short), or "" */
+		const char *app_path;	/* an application input's path (its spec's), or NULL */
 		uint64_t nr_events, nr_unmapped, nr_no_cpu, nr_dropped;
 		uint64_t app_tail_bytes;
 	} in[HGM_MAX_INPUTS];
@@ -350,6 +407,8 @@ struct hgm_par_result {
 
 /* The summary's counts of a finished hgm_run(). */
 void hgm_result(const struct hgm *m, struct hgm_par_result *res);
+/* @m's counts added to @res (a worker's share: merge_par.c), its inputs named. */
+void hgm_result_add(const struct hgm *m, struct hgm_par_result *res);
 
 /* hgm_add_input() or hgm_add_app_input(), as @in says. */
 int hgm_add_spec(struct hgm *m, const struct hgm_input_spec *in, char *err, size_t err_len);
@@ -357,10 +416,12 @@ int hgm_add_spec(struct hgm *m, const struct hgm_input_spec *in, char *err, size
 /*
  * A pass of its own over @par's inputs (--dat, --perfetto): every input
  * added to the zeroed @m and the merge started with @par's options, on
- * this thread alone and without a progress line.  0, or an HGM_E_* with
- * @err; hgm_close(@m) either way.
+ * this thread alone and without a progress line; @no_text: no task names
+ * or event text (hgm_event.comm, .info) are worked out.  0, or an HGM_E_*
+ * with @err; hgm_close(@m) either way.
  */
-int hgm_start_pass(struct hgm *m, const struct hgm_par *par, char *err, size_t err_len);
+int hgm_start_pass(struct hgm *m, const struct hgm_par *par, bool no_text, char *err,
+		   size_t err_len);
 
 /*
  * The merge of @par's inputs on @par->nr_threads workers plus the calling
@@ -374,6 +435,8 @@ int hgm_par_run(const struct hgm_par *par, struct hgm_par_result *res, char *err
 struct hgm_dat_result {
 	uint64_t nr_unmapped;		/* guest events without host time: not written */
 	uint64_t nr_app;		/* application events and perf samples: not written */
+	uint64_t nr_marks;		/* disruption marks: print events in the host's file */
+	uint64_t nr_marks_left;		/* marks not written: no host file or print event */
 	struct {
 		int guest;		/* -1: the host */
 		uint64_t nr_events;

@@ -58,6 +58,20 @@ struct dat_machine {
 	uint64_t nr_events;
 };
 
+/*
+ * Disruption marks (hgm_marks_build()) go into the host's file as
+ * ftrace "print" events (what a write to trace_marker records), on host
+ * CPU 0 at the mark's time, with the text line's words: trace-cmd report
+ * and KernelShark show them among the events.  The event's layout comes
+ * from the host trace's own format of ftrace/print; without it (or
+ * without the host's file) there are no marks.
+ */
+struct dat_print {
+	int id;				/* its common_type; -1: no print event */
+	int type_off, type_size;	/* common_type */
+	int buf_off;			/* buf[], to the end of the record */
+};
+
 struct dat {
 	const struct hgm *m;
 	struct dat_machine *mach;
@@ -65,6 +79,10 @@ struct dat {
 	int page_size, long_size, hdr_size;
 	uint64_t nr_unmapped, nr_app;
 	int failed_errno;
+	struct hgm_marks marks;
+	struct dat_machine *host;	/* the host's file, or NULL (filtered out) */
+	struct dat_print print;
+	uint64_t nr_marks;
 };
 
 void hgm_dat_path(const char *path, int guest, char *out, size_t len)
@@ -78,6 +96,12 @@ void hgm_dat_path(const char *path, int guest, char *out, size_t len)
 	if (n > 4 && !strcmp(path + n - 4, ".dat"))
 		n -= 4;
 	snprintf(out, len, "%.*s-g%d.dat", (int)n, path, guest);
+}
+
+static void put_le16(uint8_t *p, uint16_t v)
+{
+	p[0] = (uint8_t)v;
+	p[1] = (uint8_t)(v >> 8);
 }
 
 static int put_le32(uint8_t *p, uint32_t v)
@@ -195,12 +219,84 @@ static int dat_put(struct dat *d, struct dat_cpu *c, uint64_t ts, const void *da
 	return 0;
 }
 
+/*
+ * The file of @in's machine.  A buffer instance's events go into its
+ * machine's file with the top buffer's (one buffer: they share its event
+ * formats, and KernelShark shows one stream per machine).
+ */
 static struct dat_machine *machine_of(struct dat *d, const struct hgm_input *in)
 {
 	for (int i = 0; i < d->nr_mach; i++)
-		if (d->mach[i].in == in)
+		if (d->mach[i].in == in || (in->buffer && d->mach[i].guest == in->guest))
 			return &d->mach[i];
 	return NULL;
+}
+
+/* ftrace/print's layout in the host's trace, into d->print. */
+static void find_print(struct dat *d)
+{
+	struct tep_event *e;
+	struct tep_format_field *type, *buf;
+
+	d->print.id = -1;
+	if (!d->host || !d->host->in->tep)
+		return;
+	e = tep_find_event_by_name(d->host->in->tep, "ftrace", "print");
+	if (!e)
+		return;
+	type = tep_find_common_field(e, "common_type");
+	buf = tep_find_field(e, "buf");
+	if (!type || !buf || (type->size != 2 && type->size != 4) || type->offset < 0 ||
+	    buf->offset < type->offset + type->size || buf->offset > 256 || e->id < 0 ||
+	    e->id > 0xffff)
+		return;
+	d->print = (struct dat_print){ .id = e->id, .type_off = type->offset,
+				       .type_size = type->size, .buf_off = buf->offset };
+}
+
+/* The marks at or before @ts, as print events on the host's CPU 0. */
+static int dat_marks_until(struct dat *d, uint64_t ts)
+{
+	struct hgm_marks *mk = &d->marks;
+
+	if (d->print.id < 0 || !d->host->nr_cpus) {
+		mk->next = mk->n;
+		return 0;
+	}
+	for (; mk->next < mk->n && mk->v[mk->next].ts <= ts; mk->next++) {
+		const struct hgm_mark *k = &mk->v[mk->next];
+		uint8_t rec[16 + 256 + sizeof(k->text)] = { 0 };
+		const char *words = strstr(k->text, "DISRUPTION");
+		int len, ret;
+
+		len = snprintf((char *)rec + d->print.buf_off, sizeof(rec) - (size_t)d->print.buf_off,
+			       "hgclock: %s", words ? words : k->text);
+		if (len < 0) {
+			d->failed_errno = EINVAL;
+			return -1;
+		}
+		if ((size_t)len >= sizeof(rec) - (size_t)d->print.buf_off)
+			len = (int)(sizeof(rec) - (size_t)d->print.buf_off) - 1;
+		/* The text's line end: none in the record. */
+		while (len && rec[d->print.buf_off + len - 1] == '\n')
+			rec[d->print.buf_off + --len] = 0;
+		/* find_print() allowed 2 or 4 bytes and an id below 65536. */
+		if (d->print.type_size == 2)
+			put_le16(rec + d->print.type_off, (uint16_t)d->print.id);
+		else
+			put_le32(rec + d->print.type_off, (uint32_t)d->print.id);
+		ret = dat_put(d, &d->host->cpus[0], k->ts, rec,
+			      (uint32_t)(d->print.buf_off + len + 1), false);
+		if (ret < 0) {
+			d->failed_errno = errno ? errno : ENOMEM;
+			return -1;
+		}
+		if (ret)
+			continue;	/* larger than a page: not written, counted as left */
+		d->host->nr_events++;
+		d->nr_marks++;
+	}
+	return 0;
 }
 
 static int dat_emit(void *ctx, const struct hgm_event *ev)
@@ -208,6 +304,9 @@ static int dat_emit(void *ctx, const struct hgm_event *ev)
 	struct dat *d = ctx;
 	struct dat_machine *mc;
 	int ret;
+
+	if (dat_marks_until(d, ev->host_ts))
+		return -1;	/* d->failed_errno says why */
 
 	if (ev->app) {
 		d->nr_app++;		/* no event format to write them with */
@@ -361,12 +460,17 @@ static int open_machines(struct dat *d, struct hgm *m, const char *path, char *e
 		struct dat_machine *mc;
 		char name[PATH_MAX];
 
-		if (in->app || !hgm_filter_machine(m->opt.filter, in->guest))
+		if (in->app || in->buffer || !hgm_filter_machine(m->opt.filter, in->guest))
 			continue;
 		mc = &d->mach[d->nr_mach++];
 		mc->guest = in->guest;
 		mc->in = in;
 		mc->nr_cpus = in->nr_cpus;
+		/* Its buffers' CPUs too (an instance may trace CPUs the top did not). */
+		for (int j = i + 1; j < m->nr_in; j++)
+			if (m->in[j].buffer && m->in[j].guest == in->guest &&
+			    m->in[j].nr_cpus > mc->nr_cpus)
+				mc->nr_cpus = m->in[j].nr_cpus;
 		hgm_dat_path(path, in->guest, name, sizeof(name));
 		mc->path = strdup(name);
 		mc->cpus = calloc((size_t)mc->nr_cpus, sizeof(*mc->cpus));
@@ -481,7 +585,7 @@ int hgm_dat_run(const struct hgm_par *par, const char *path, struct hgm_dat_resu
 	int ret;
 
 	memset(res, 0, sizeof(*res));
-	ret = hgm_start_pass(&m, par, err, err_len);
+	ret = hgm_start_pass(&m, par, true, err, err_len);
 	for (int i = 0; !ret && i < m.nr_in; i++)
 		if (!m.in[i].app) {
 			d.page_size = tracecmd_page_size(m.in[i].handle);
@@ -506,7 +610,17 @@ int hgm_dat_run(const struct hgm_par *par, const char *path, struct hgm_dat_resu
 	d.hdr_size = 8 + d.long_size;
 	if (!ret)
 		ret = open_machines(&d, &m, path, err, err_len);
-	if (!ret && hgm_run(&m, dat_emit, &d)) {
+	if (!ret) {
+		for (int i = 0; i < d.nr_mach; i++)
+			if (d.mach[i].guest < 0)
+				d.host = &d.mach[i];
+		find_print(&d);
+		if (hgm_marks_build(&d.marks, &m)) {
+			snprintf(err, err_len, "out of memory");
+			ret = HGM_E_SYSTEM;
+		}
+	}
+	if (!ret && (hgm_run(&m, dat_emit, &d) || dat_marks_until(&d, UINT64_MAX))) {
 		snprintf(err, err_len, "%s: writing its CPU data: %s", path,
 			 strerror(d.failed_errno));
 		ret = HGM_E_SYSTEM;
@@ -527,12 +641,15 @@ int hgm_dat_run(const struct hgm_par *par, const char *path, struct hgm_dat_resu
 	if (!ret) {
 		res->nr_unmapped = d.nr_unmapped;
 		res->nr_app = d.nr_app;
+		res->nr_marks = d.nr_marks;
+		res->nr_marks_left = d.marks.n - d.nr_marks;
 		for (int i = 0; i < d.nr_mach && i < HGM_MAX_INPUTS; i++) {
 			res->files[i].guest = d.mach[i].guest;
 			res->files[i].nr_events = d.mach[i].nr_events;
 			res->nr_files++;
 		}
 	}
+	hgm_marks_free(&d.marks);
 	dat_free(&d, false);
 	hgm_close(&m);
 	return ret;

@@ -16,19 +16,6 @@
 #include "appev.h"
 #include "merge.h"
 
-const char *hgm_event_info(struct trace_seq *seq, const struct hgm_event *ev)
-{
-	trace_seq_reset(seq);
-	if (ev->event)
-		tep_print_event(ev->in->tep, seq, ev->rec, "%s", TEP_PRINT_INFO);
-	else
-		trace_seq_printf(seq, "[unknown event, %d bytes]", ev->rec->size);
-	trace_seq_terminate(seq);
-	while (seq->len && seq->buffer[seq->len - 1] == '\n')
-		seq->buffer[--seq->len] = '\0';
-	return seq->buffer;
-}
-
 /*
  * A perf sample (perf_in.c) is a record whose name is the sample's comm
  * and whose text is "EVENT IP SYM (DSO)": the event, and where.
@@ -179,11 +166,10 @@ static const char *app_info(struct trace_seq *seq, const struct hgm_event *ev)
 
 int hgm_text_format(struct hgm_text *t, const struct hgm_event *ev)
 {
-	struct tep_handle *tep = ev->in->tep;
-	int pid = ev->app ? (int)ev->app->tid : tep_data_pid(tep, ev->rec);
+	int pid = ev->app ? (int)ev->app->tid : ev->pid;
 	const char *comm = ev->app ? (ev->in->perf ? ev->app->name : ev->in->app_comm)
-				   : tep_data_comm_from_pid(tep, pid);
-	const char *info = ev->app ? app_info(t->seq, ev) : hgm_event_info(t->seq, ev);
+				   : hgm_ev_comm(ev);
+	const char *info = ev->app ? app_info(t->seq, ev) : hgm_ev_info(ev);
 	char tag[48], ts[32], name[HGEV_NAME_MAX + 8];
 	int err = 0;
 
@@ -202,7 +188,11 @@ int hgm_text_format(struct hgm_text *t, const struct hgm_event *ev)
 		err |= put_str(t, "EVENTS DROPPED]\n", 0, true);
 	}
 	hgm_format_ts(ts, sizeof(ts), ev->in->clock, ev->host_ts);
-	err |= put_str(t, tag, 12, true) | put_str(t, " ", 0, true) | put_str(t, comm, 16, false) |
+	err |= put_str(t, tag, 12, true) | put_str(t, " ", 0, true);
+	/* A buffer instance's event: its name first, as trace-cmd report shows it. */
+	if (ev->in->buffer_name)
+		err |= put_str(t, ev->in->buffer_name, 0, true) | put_str(t, ": ", 0, true);
+	err |= put_str(t, comm, 16, false) |
 	       put_str(t, "-", 0, true) | put_int(t, pid, 5, false) | put_str(t, " [", 0, true) |
 	       put_int(t, ev->cpu, 3, true) | put_str(t, "] ", 0, true) | put_str(t, ts, 0, true) |
 	       put_str(t, ": ", 0, true) | put_str(t, hgm_event_name(ev, name, sizeof(name)), 20, true) |
@@ -312,10 +302,6 @@ int hgm_json_begin(struct hgm_json *j, FILE *out, const struct hgm *m)
 	memset(j, 0, sizeof(*j));
 	j->m = m;
 	j->min_ns = UINT64_MAX;
-	j->seq = malloc(sizeof(*j->seq));
-	if (!j->seq)
-		return -1;
-	trace_seq_init(j->seq);
 	json_init(&j->w, out, false);
 	json_begin_object(&j->w, NULL);
 	json_string(&j->w, "displayTimeUnit", "ns");
@@ -387,7 +373,7 @@ int hgm_json_event(void *ctx, const struct hgm_event *ev)
 
 	if (!(ev->flags & HGM_EV_UNMAPPED))
 		hgm_json_span(j, j->m, ev->host_ts);
-	if (hgm_json_write_event(&j->w, j->seq, j->m, ev))
+	if (hgm_json_write_event(&j->w, j->m, ev))
 		return -1;
 	/* An event a line: greppable, and what the threaded merge writes. */
 	return fputc('\n', j->w.out) == EOF ? -1 : 0;
@@ -419,13 +405,10 @@ static void json_app_head(struct json_writer *w, const struct hgm_event *ev, uin
 		json_string(w, "text", r->text);
 }
 
-int hgm_json_write_event(struct json_writer *w, struct trace_seq *seq, const struct hgm *m,
-			 const struct hgm_event *ev)
+int hgm_json_write_event(struct json_writer *w, const struct hgm *m, const struct hgm_event *ev)
 {
-	struct tep_handle *tep = ev->in->tep;
 	uint64_t ns = hgm_host_ns(m, ev->host_ts);
 	char name[HGEV_NAME_MAX + 8];
-	int pid;
 
 	if (ev->app && ev->in->perf) {
 		/* A perf sample: an instant on its CPU's track, as a trace event. */
@@ -445,7 +428,6 @@ int hgm_json_write_event(struct json_writer *w, struct trace_seq *seq, const str
 	} else if (ev->app) {
 		json_app_head(w, ev, ns);
 	} else {
-		pid = tep_data_pid(tep, ev->rec);
 		json_begin_object(w, NULL);
 		json_string(w, "ph", "i");
 		json_string(w, "s", "t");
@@ -455,9 +437,11 @@ int hgm_json_write_event(struct json_writer *w, struct trace_seq *seq, const str
 		json_i64(w, "tid", ev->cpu);
 		json_fixed3(w, "ts", ns);
 		json_begin_object(w, "args");
-		json_string(w, "comm", tep_data_comm_from_pid(tep, pid));
-		json_i64(w, "pid", pid);
-		json_string(w, "info", hgm_event_info(seq, ev));
+		json_string(w, "comm", hgm_ev_comm(ev));
+		json_i64(w, "pid", ev->pid);
+		json_string(w, "info", hgm_ev_info(ev));
+		if (ev->in->buffer_name)
+			json_string(w, "buffer", ev->in->buffer_name);
 	}
 	if (ev->in->guest < 0 && (ev->flags & HGM_EV_UNMAPPED))
 		json_string(w, "mapping", "none");
@@ -687,16 +671,130 @@ int hgm_json_end(struct hgm_json *j)
 	json_end_array(&j->w);
 	json_end_object(&j->w);
 	json_finish(&j->w);
-	trace_seq_destroy(j->seq);
-	free(j->seq);
-	j->seq = NULL;
 	return ret || ferror(j->w.out) ? -1 : 0;
+}
+
+/* ---- disruption marks ---- */
+
+static int cmp_mark(const void *a, const void *b)
+{
+	const struct hgm_mark *x = a, *y = b;
+
+	return x->ts < y->ts ? -1 : x->ts > y->ts;
+}
+
+int hgm_marks_build(struct hgm_marks *mk, const struct hgm *m)
+{
+	const struct hgsync *s = m->sync;
+	uint32_t khz = s->host_info.tsc_khz;
+
+	memset(mk, 0, sizeof(*mk));
+	if (!s->nr_disr)
+		return 0;
+	mk->v = calloc(s->nr_disr, sizeof(*mk->v));
+	if (!mk->v)
+		return -1;
+	for (size_t i = 0; i < s->nr_disr; i++) {
+		const struct hgcor_disruption *d = &s->disr[i];
+		struct hgm_mark *k = &mk->v[mk->n];
+		struct hgsync_disr_facts f;
+		uint64_t tsc, ts, end_ts = 0;
+		char t0[32], t1[32] = "", jump[160] = "", gone[80] = "";
+		bool have_end;
+
+		if (hgsync_disruption_facts(s, i, &f))
+			continue;
+		tsc = f.has_old_run ? f.old_last_run_tsc : d->host_tsc_lost;
+		if (hgsync_host_from_tsc(s, 0, m->host_clock, tsc, &ts))
+			continue;	/* no host conversion then: nowhere to put it */
+		if (ts < m->from_ts || ts > m->to_ts)
+			continue;
+		have_end = f.has_new_run &&
+			   !hgsync_host_from_tsc(s, 0, m->host_clock, f.new_first_run_tsc, &end_ts);
+		hgm_format_ts(t0, sizeof(t0), m->host_clock, ts);
+		if (have_end)
+			hgm_format_ts(t1, sizeof(t1), m->host_clock, end_ts);
+		if (f.has_kvm_jump)
+			snprintf(jump, sizeof(jump), "; its TSC jumped %+" PRId64 " counts (%.3f ms, "
+				 "KVM's offsets, exact)", f.kvm_jump_tsc,
+				 khz ? f.kvm_jump_tsc / (double)khz : 0.0);
+		else if (d->flags & HGCOR_DISRUPT_JUMP_KNOWN)
+			snprintf(jump, sizeof(jump), "; its clock jumped %+.3f ms (+-%.3f ms, probes)",
+				 d->guest_local_jump_ns / 1e6, d->jump_bound_ns / 1e6);
+		if (d->kind == HGCOR_DISRUPT_GONE)
+			snprintf(gone, sizeof(gone), "; it never came back");
+		k->ts = ts;
+		k->end_ts = have_end && end_ts >= ts ? end_ts : 0;
+		k->guest = hgsync_guest_root(s, d->guest_id);
+		k->next_guest = d->next_guest_id;
+		k->kind = d->kind;
+		k->old_vm_pid = d->old_vm_pid;
+		k->new_vm_pid = d->new_vm_pid;
+		k->has_kvm_jump = f.has_kvm_jump;
+		k->kvm_jump_tsc = f.kvm_jump_tsc;
+		if (d->kind == HGCOR_DISRUPT_GONE)	/* no new VM to name */
+			snprintf(k->text, sizeof(k->text),
+				 "%-12s %s: DISRUPTION guest %u (incarnation %u): %s, VM %d (CID %u)"
+				 "%s\n", "hgclock", t0, k->guest, d->guest_id,
+				 hgsync_disruption_name(d->kind), d->old_vm_pid, d->old_cid, gone);
+		else
+			snprintf(k->text, sizeof(k->text),
+				 "%-12s %s: DISRUPTION guest %u (incarnation %u -> %d): %s, VM %d (CID "
+				 "%u) -> VM %d (CID %u)%s%s%s\n", "hgclock", t0, k->guest,
+				 d->guest_id,
+				 d->next_guest_id == HGCOR_NO_GUEST ? -1 : (int)d->next_guest_id,
+				 hgsync_disruption_name(d->kind), d->old_vm_pid, d->old_cid,
+				 d->new_vm_pid, d->new_cid,
+				 have_end ? "; first run in the new VM at " : "", have_end ? t1 : "",
+				 jump);
+		snprintf(k->json, sizeof(k->json),
+			 "{\"ph\": \"i\", \"s\": \"g\", \"name\": \"DISRUPTION guest %u: %s\", "
+			 "\"cat\": \"hgclock\", \"pid\": %d, \"tid\": 0, \"ts\": %" PRIu64
+			 ".%03u, \"args\": {\"guest\": %u, \"incarnation\": %u, \"next\": %d, "
+			 "\"kind\": \"%s\", \"old_vm_pid\": %d, \"new_vm_pid\": %d, "
+			 "\"blackout_end_ns\": %" PRIu64 "%s%" PRId64 "}}\n", k->guest,
+			 hgsync_disruption_name(d->kind), HGM_JSON_HOST_PID, ts / 1000,
+			 (unsigned int)(ts % 1000), k->guest, d->guest_id,
+			 d->next_guest_id == HGCOR_NO_GUEST ? -1 : (int)d->next_guest_id,
+			 hgsync_disruption_name(d->kind), d->old_vm_pid, d->new_vm_pid,
+			 have_end ? end_ts : 0, ", \"kvm_tsc_jump\": ",
+			 f.has_kvm_jump ? f.kvm_jump_tsc : 0);
+		mk->n++;
+	}
+	if (mk->n)
+		qsort(mk->v, mk->n, sizeof(*mk->v), cmp_mark);
+	return 0;
+}
+
+int hgm_marks_until(struct hgm_marks *mk, uint64_t ts, FILE *text, FILE *json)
+{
+	for (; mk && mk->next < mk->n && mk->v[mk->next].ts <= ts; mk->next++) {
+		const struct hgm_mark *k = &mk->v[mk->next];
+
+		if (text && fputs(k->text, text) == EOF)
+			return -1;
+		/* The track names came first: a comma before every object. */
+		if (json && (fputc(',', json) == EOF || fputs(k->json, json) == EOF))
+			return -1;
+	}
+	return 0;
+}
+
+void hgm_marks_free(struct hgm_marks *mk)
+{
+	free(mk->v);
+	memset(mk, 0, sizeof(*mk));
 }
 
 int hgm_outputs_event(void *ctx, const struct hgm_event *ev)
 {
 	struct hgm_outputs *o = ctx;
 	int ret = 0;
+
+	if (o->marks && o->marks->next < o->marks->n &&
+	    hgm_marks_until(o->marks, ev->host_ts, o->text ? o->text->out : NULL,
+			    o->json ? o->json->w.out : NULL))
+		return -1;
 
 	if (o->text)
 		ret = hgm_text_event(o->text, ev);

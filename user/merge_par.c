@@ -55,7 +55,6 @@ struct worker {
 
 	/* formatting, worker side */
 	struct hgm_text text;
-	struct trace_seq seq;
 	struct chunk *cur;
 	FILE *jmem;
 	char *jbuf;
@@ -156,7 +155,7 @@ static int worker_emit(void *ctx, const struct hgm_event *ev)
 		struct json_writer jw;
 
 		json_init(&jw, w->jmem, false);
-		if (hgm_json_write_event(&jw, &w->seq, &w->m, ev) || fputc('\n', w->jmem) == EOF)
+		if (hgm_json_write_event(&jw, &w->m, ev) || fputc('\n', w->jmem) == EOF)
 			return -1;
 		ce->json_end = (size_t)ftell(w->jmem);
 	}
@@ -182,7 +181,6 @@ static void *worker_main(void *arg)
 		w->failed = hgm_add_spec(&w->m, &par->inputs[i], w->err, sizeof(w->err));
 	if (!w->failed)
 		w->failed = hgm_start(&w->m, par->sync, &opt, w->err, sizeof(w->err));
-	trace_seq_init(&w->seq);
 	if (!w->failed && hgm_text_init(&w->text, NULL)) {
 		snprintf(w->err, sizeof(w->err), "out of memory");
 		w->failed = HGM_E_SYSTEM;
@@ -210,7 +208,6 @@ static void *worker_main(void *arg)
 	w->done = 1;
 	pthread_cond_broadcast(&w->cond);
 	pthread_mutex_unlock(&w->lock);
-	trace_seq_destroy(&w->seq);
 	hgm_text_free(&w->text);
 	return NULL;
 }
@@ -289,6 +286,7 @@ int hgm_par_run(const struct hgm_par *par, struct hgm_par_result *res, char *err
 	/* Every worker opens every input: each file's data is checked once. */
 	struct hgm_checked *checked = hgm_checked_new();
 	struct hgm_json json;
+	struct hgm_marks marks = { 0 };
 	bool json_open = false;
 	uint64_t nr = 0, first_ts = UINT64_MAX, last_ts = 0;
 
@@ -343,9 +341,18 @@ int hgm_par_run(const struct hgm_par *par, struct hgm_par_result *res, char *err
 			heap[n++] = &ws[i];
 	for (int i = n / 2; i-- > 0;)
 		heap_down(heap, n, i);
+	if (hgm_marks_build(&marks, &ws[0].m)) {
+		snprintf(err, err_len, "out of memory");
+		stop_all(ws, started);
+		goto join;
+	}
 	while (n) {
 		struct worker *w = heap[0];
 		const struct chunk_ev *ce = &w->rd->ev[w->rd_i];
+
+		/* A disruption at or before this event: its line comes first. */
+		if (marks.next < marks.n)
+			hgm_marks_until(&marks, ce->key, par->text, par->json);
 
 		if (par->text) {
 			fwrite(w->rd->text + w->text_off, 1, ce->text_end - w->text_off, par->text);
@@ -373,10 +380,17 @@ int hgm_par_run(const struct hgm_par *par, struct hgm_par_result *res, char *err
 			goto join;
 		}
 	}
+	hgm_marks_until(&marks, UINT64_MAX, par->text, par->json);
+	if ((par->text && ferror(par->text)) || (par->json && ferror(par->json))) {
+		snprintf(err, err_len, "writing the output: %s", strerror(errno));
+		stop_all(ws, started);
+		goto join;
+	}
 	if (par->progress)
 		fprintf(stderr, "\rmerge: 100%% %" PRIu64 " events\n", nr);
 	ret = 0;
 join:
+	hgm_marks_free(&marks);
 	for (int i = 0; i < started; i++)
 		pthread_join(ws[i].thread, NULL);
 	for (int i = 0; i < started && !ret; i++)
@@ -392,27 +406,8 @@ join:
 		}
 	}
 	/* Totals: each worker counted its own streams. */
-	for (int i = 0; i < started; i++) {
-		struct hgm *m = &ws[i].m;
-
-		res->nr_events += m->nr_events;
-		res->nr_filtered += m->nr_filtered;
-		for (size_t k = 0; k < sizeof(res->by_method) / sizeof(res->by_method[0]); k++)
-			res->by_method[k] += m->by_method[k];
-		if (m->max_bound_ns > res->max_bound_ns)
-			res->max_bound_ns = m->max_bound_ns;
-		for (int k = 0; k < m->nr_in && k < HGM_MAX_INPUTS; k++) {
-			res->in[k].guest = m->in[k].guest;
-			res->in[k].app = m->in[k].app;
-			res->in[k].perf = m->in[k].perf;
-			res->in[k].app_tail_bytes = m->in[k].app_tail_bytes;
-			res->in[k].nr_events += m->in[k].nr_events;
-			res->in[k].nr_unmapped += m->in[k].nr_unmapped;
-			res->in[k].nr_no_cpu += m->in[k].nr_no_cpu;
-			res->in[k].nr_dropped += m->in[k].nr_dropped;
-			res->nr_in = m->nr_in;
-		}
-	}
+	for (int i = 0; i < started; i++)
+		hgm_result_add(&ws[i].m, res);
 	for (int i = 0; i < started; i++) {
 		while (ws[i].rd || ws[i].head) {
 			ws[i].done = 1;

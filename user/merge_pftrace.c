@@ -60,6 +60,7 @@ typedef Perfetto__Protos__DebugAnnotation pf_arg;
 #define PF_KIND_MACHINE		0
 #define PF_KIND_CPU		1
 #define PF_KIND_THREAD		2
+#define PF_KIND_MARKS		3	/* a machine's "hgclock disruptions" track */
 
 static uint64_t track_uuid(int guest, unsigned int kind, uint32_t id)
 {
@@ -77,7 +78,6 @@ struct pf {
 	FILE *out;
 	uint8_t *buf;
 	size_t cap;
-	struct trace_seq *seq;
 	struct pf_seen threads;
 	bool *seq_started;	/* by machine: its sequence's first packet written */
 	uint64_t min_ns, max_ns;
@@ -389,7 +389,6 @@ static int pf_emit(void *ctx, const struct hgm_event *ev)
 	char name[HGEV_NAME_MAX + 16], flags[64];
 	const char *cat, *ev_name = name;
 	uint64_t ns, track;
-	int pid;
 
 	/* No host time: nothing to place it at (the text output has it). */
 	if (ev->flags & HGM_EV_UNMAPPED) {
@@ -423,10 +422,9 @@ static int pf_emit(void *ctx, const struct hgm_event *ev)
 	} else {
 		ev_name = hgm_event_name(ev, name, sizeof(name));
 		cat = ev->event && ev->event->system ? ev->event->system : "ftrace";
-		pid = tep_data_pid(in->tep, ev->rec);
-		arg_str(&a, "comm", tep_data_comm_from_pid(in->tep, pid));
-		arg_int(&a, "pid", pid);
-		arg_str(&a, "info", hgm_event_info(pf->seq, ev));
+		arg_str(&a, "comm", hgm_ev_comm(ev));
+		arg_int(&a, "pid", ev->pid);
+		arg_str(&a, "info", hgm_ev_info(ev));
 		if (ev->rec->missed_events)
 			arg_int(&a, "dropped_before", ev->rec->missed_events);
 	}
@@ -504,6 +502,61 @@ static int pf_runs(struct pf *pf)
 	return ret ? -1 : 0;
 }
 
+/*
+ * Each disruption (sync.rst, "Migration and restore") as a slice on its
+ * guest's "hgclock disruptions" track, from where the guest stopped to
+ * where the new VM first ran it (an instant when that is unknown); on
+ * the host's machine when the guest's trace is not in the merge.
+ */
+static int pf_marks(struct pf *pf)
+{
+	struct hgm_marks mk;
+	int ret = 0;
+
+	if (hgm_marks_build(&mk, pf->m)) {
+		pf->failed_errno = ENOMEM;
+		return -1;
+	}
+	for (size_t i = 0; i < mk.n && !ret; i++) {
+		const struct hgm_mark *k = &mk.v[i];
+		int machine = -1;
+		uint64_t track;
+		char name[96];
+		struct pf_args a = { .nr = 0 };
+
+		for (int n = 0; n < pf->m->nr_in; n++)
+			if (pf->m->in[n].guest == (int)k->guest)
+				machine = (int)k->guest;
+		track = track_uuid(machine, PF_KIND_MARKS, k->guest);
+		snprintf(name, sizeof(name), "hgclock disruptions of guest %u", k->guest);
+		ret = put_track(pf, machine, track, track_uuid(machine, PF_KIND_MACHINE, 0), name,
+				NULL);
+		snprintf(name, sizeof(name), "DISRUPTION: %s", hgsync_disruption_name(k->kind));
+		arg_int(&a, "guest", k->guest);
+		arg_int(&a, "next_incarnation", k->next_guest == HGCOR_NO_GUEST ? -1 :
+			(int64_t)k->next_guest);
+		arg_int(&a, "old_vm_pid", k->old_vm_pid);
+		arg_int(&a, "new_vm_pid", k->new_vm_pid);
+		if (k->has_kvm_jump)
+			arg_int(&a, "kvm_tsc_jump", k->kvm_jump_tsc);
+		if (ret)
+			break;
+		if (k->end_ts)
+			ret = put_event(pf, machine, k->ts, track,
+					PERFETTO__PROTOS__TRACK_EVENT__TYPE__TYPE_SLICE_BEGIN,
+					"hgclock", name, &a, NULL, NULL) ||
+			      put_event(pf, machine, k->end_ts, track,
+					PERFETTO__PROTOS__TRACK_EVENT__TYPE__TYPE_SLICE_END,
+					"hgclock", NULL, NULL, NULL, NULL);
+		else
+			ret = put_event(pf, machine, k->ts, track,
+					PERFETTO__PROTOS__TRACK_EVENT__TYPE__TYPE_INSTANT, "hgclock",
+					name, &a, NULL, NULL);
+	}
+	hgm_marks_free(&mk);
+	return ret ? -1 : 0;
+}
+
 int hgm_pf_run(const struct hgm_par *par, FILE *out, struct hgm_pf_result *res,
 	       struct hgm_par_result *counts, char *err, size_t err_len)
 {
@@ -512,20 +565,17 @@ int hgm_pf_run(const struct hgm_par *par, FILE *out, struct hgm_pf_result *res,
 	int ret;
 
 	memset(res, 0, sizeof(*res));
-	ret = hgm_start_pass(&m, par, err, err_len);
+	ret = hgm_start_pass(&m, par, false, err, err_len);
 	if (ret)
 		goto out;
-	pf.seq = malloc(sizeof(*pf.seq));
 	pf.seq_started = calloc(HGSYNC_MAX_GUESTS + 1, sizeof(*pf.seq_started));
-	if (!pf.seq || !pf.seq_started) {
-		free(pf.seq);
-		pf.seq = NULL;
+	if (!pf.seq_started) {
 		snprintf(err, err_len, "out of memory");
 		ret = HGM_E_SYSTEM;
 		goto out;
 	}
-	trace_seq_init(pf.seq);
-	if (pf_begin(&pf) || hgm_run(&m, pf_emit, &pf) || pf_runs(&pf) || fflush(out)) {
+	if (pf_begin(&pf) || hgm_run(&m, pf_emit, &pf) || pf_runs(&pf) || pf_marks(&pf) ||
+	    fflush(out)) {
 		snprintf(err, err_len, "writing the Perfetto trace: %s",
 			 strerror(pf.failed_errno ? pf.failed_errno : errno ? errno : EIO));
 		ret = HGM_E_SYSTEM;
@@ -534,10 +584,6 @@ int hgm_pf_run(const struct hgm_par *par, FILE *out, struct hgm_pf_result *res,
 	if (counts)
 		hgm_result(&m, counts);
 out:
-	if (pf.seq) {
-		trace_seq_destroy(pf.seq);
-		free(pf.seq);
-	}
 	free(pf.seq_started);
 	free(pf.threads.slot);
 	free(pf.buf);
