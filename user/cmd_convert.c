@@ -48,17 +48,30 @@ static void print_one(const struct hgsync *s, uint32_t guest, int vcpu, uint32_t
 		       hgsync_guest_vcpu_id(s, guest, vcpu),
 		       s->guests[guest].id_flags & HGSYNC_ID_MAP ? "map" : "assumed",
 		       hgsync_clock_name(clock), value);
-		if (ret)
+		struct hgsync_place p;
+
+		if (ret) {
 			printf(", \"error\": \"%s\"}\n", why);
-		else if (r.bound_ns == HGSYNC_NO_BOUND)
+			return;
+		}
+		if (r.bound_ns == HGSYNC_NO_BOUND)
 			/* A value no stated bound covers: null, never a number. */
 			printf(", \"host_value\": %" PRIu64 ", \"method\": \"%s\", \"bound_ns\": null"
-			       ", \"host_cpu\": %d}\n", r.host_value, hgsync_method_name(r.method),
+			       ", \"host_cpu\": %d", r.host_value, hgsync_method_name(r.method),
 			       r.host_cpu);
 		else
 			printf(", \"host_value\": %" PRIu64 ", \"method\": \"%s\", \"bound_ns\": %" PRIu64
-			       ", \"host_cpu\": %d}\n", r.host_value, hgsync_method_name(r.method),
+			       ", \"host_cpu\": %d", r.host_value, hgsync_method_name(r.method),
 			       r.bound_ns, r.host_cpu);
+		/*
+		 * Which session and VM mapped it (the guest's own id unless it
+		 * was migrated or restored: sync.rst, "Migration and restore"),
+		 * and the vCPU's host thread then.
+		 */
+		if (!r.host_tsc || hgsync_vcpu_place(s, r.guest_id, vcpu, r.host_tsc, &p))
+			p.tid = -1;
+		printf(", \"incarnation\": %u, \"vm_pid\": %d, \"host_tid\": %d}\n", r.guest_id,
+		       s->guests[r.guest_id].vm.vm_pid, p.tid);
 		return;
 	}
 	if (ret)

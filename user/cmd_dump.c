@@ -42,6 +42,8 @@ static const char *section_name(uint32_t type)
 		return "cpu_map";
 	case HGCOR_SEC_GUEST_IDENTITY:
 		return "guest_identity";
+	case HGCOR_SEC_DISRUPTION:
+		return "disruption";
 	default:
 		return "unknown";
 	}
@@ -54,6 +56,7 @@ struct dump_ctx {
 	uint64_t nr_records;
 	/* Compressed sections: how many, their payloads stored and uncompressed. */
 	uint64_t nr_zstd, zstd_stored, zstd_raw;
+	uint64_t nr_disruptions;
 };
 
 static int dump_rec(const void *rec, size_t size, void *arg)
@@ -143,6 +146,108 @@ static void print_segment(const struct hgcor_segment *sg, bool json)
 		       (int64_t)(sg->ref_host - sg->ref_guest), sg->rate_q48 / 281474976710656.0 * 1e6,
 		       sg->bound_ns, sg->nr_samples,
 		       sg->method == HGCOR_METHOD_EXIT ? "pairings" : "probes");
+}
+
+/* One DISRUPTION section as the recorder wrote it (values checked by the reader). */
+static void print_disruption(const struct hgcor_disruption *d, bool json)
+{
+	bool jump = d->flags & HGCOR_DISRUPT_JUMP_KNOWN;
+
+	if (json) {
+		printf("{\"section\": \"disruption\", \"guest\": %u, \"next_guest\": %d, "
+		       "\"kind\": \"%s\", \"old_vm_pid\": %d, \"new_vm_pid\": %d, "
+		       "\"old_cid\": %u, \"new_cid\": %u, \"host_tsc_lost\": %" PRIu64
+		       ", \"host_local_ns_lost\": %" PRIu64 ", \"host_tsc_back\": %" PRIu64
+		       ", \"host_local_ns_back\": %" PRIu64, d->guest_id,
+		       d->next_guest_id == HGCOR_NO_GUEST ? -1 : (int)d->next_guest_id,
+		       hgsync_disruption_name(d->kind), d->old_vm_pid, d->new_vm_pid, d->old_cid,
+		       d->new_cid, d->host_tsc_lost, d->host_local_ns_lost, d->host_tsc_back,
+		       d->host_local_ns_back);
+		if (jump)
+			printf(", \"probe_tsc_jump\": %" PRId64 ", \"probe_local_jump_ns\": %" PRId64
+			       ", \"probe_jump_bound_ns\": %" PRIu64, d->guest_tsc_jump,
+			       d->guest_local_jump_ns, d->jump_bound_ns);
+		printf("}\n");
+		return;
+	}
+	if (d->kind == HGCOR_DISRUPT_GONE) {
+		printf("disruption: guest%u (VM %d, CID %u) lost at host_tsc %" PRIu64
+		       " host_local_ns %" PRIu64 " and never came back\n", d->guest_id,
+		       d->old_vm_pid, d->old_cid, d->host_tsc_lost, d->host_local_ns_lost);
+		return;
+	}
+	printf("disruption: guest%u -> guest%u, %s: VM %d (CID %u) -> VM %d (CID %u); session "
+	       "lost at host_tsc %" PRIu64 " (host_local_ns %" PRIu64 "), back at host_tsc %"
+	       PRIu64 " (%" PRIu64 ")", d->guest_id, d->next_guest_id,
+	       hgsync_disruption_name(d->kind), d->old_vm_pid, d->old_cid, d->new_vm_pid, d->new_cid,
+	       d->host_tsc_lost, d->host_local_ns_lost, d->host_tsc_back, d->host_local_ns_back);
+	if (jump)
+		printf("; guest clock jump by probes: tsc %+" PRId64 " counts, local %+" PRId64
+		       " ns (+-%" PRIu64 " ns)", d->guest_tsc_jump, d->guest_local_jump_ns,
+		       d->jump_bound_ns);
+	printf("\n");
+}
+
+/*
+ * What the host's records say of each disruption (hgsync_disruption_facts()):
+ * the blackout on each side and the exact TSC jump.
+ */
+static void print_disruption_facts(const void *buf, size_t len, bool json)
+{
+	struct hgsync s;
+	uint32_t khz;
+
+	if (hgsync_load(&s, buf, len, HGSYNC_ALLOW_OPEN, NULL))
+		return;	/* the section loop said what is wrong */
+	khz = s.host_info.tsc_khz;
+	for (size_t i = 0; i < s.nr_disr; i++) {
+		const struct hgcor_disruption *d = &s.disr[i];
+		struct hgsync_disr_facts f;
+		bool both;
+		int64_t host_ns = 0, jump_ns = 0;
+
+		if (hgsync_disruption_facts(&s, i, &f) || d->kind == HGCOR_DISRUPT_GONE)
+			continue;
+		both = f.has_old_run && f.has_new_run && khz;
+		if (both)
+			host_ns = (int64_t)((f.new_first_run_tsc - f.old_last_run_tsc) * 1000000.0L / khz);
+		if (f.has_kvm_jump && khz)
+			jump_ns = (int64_t)(f.kvm_jump_tsc * 1000000.0L / khz);
+		if (json) {
+			printf("{\"section\": \"disruption_facts\", \"guest\": %u, "
+			       "\"next_guest\": %u", d->guest_id, d->next_guest_id);
+			if (f.has_old_run)
+				printf(", \"old_last_run_tsc\": %" PRIu64, f.old_last_run_tsc);
+			if (f.has_new_run)
+				printf(", \"new_first_run_tsc\": %" PRIu64, f.new_first_run_tsc);
+			if (both)
+				printf(", \"host_blackout_ns\": %" PRId64, host_ns);
+			if (f.has_kvm_jump)
+				printf(", \"kvm_tsc_jump\": %" PRId64, f.kvm_jump_tsc);
+			if (both && f.has_kvm_jump)
+				printf(", \"guest_blackout_ns\": %" PRId64, host_ns + jump_ns);
+			printf("}\n");
+			continue;
+		}
+		printf("disruption guest%u -> guest%u (%s), from the host's records:", d->guest_id,
+		       d->next_guest_id, hgsync_disruption_name(d->kind));
+		if (both)
+			printf(" last seen running in the old VM at host_tsc %" PRIu64 ", first run "
+			       "in the new one at %" PRIu64 ": at most %.3f ms without it",
+			       f.old_last_run_tsc, f.new_first_run_tsc, host_ns / 1e6);
+		else
+			printf(" %s VM's vCPUs not seen", f.has_new_run ? "the old" : "the new");
+		if (f.has_kvm_jump && khz)
+			printf("; KVM's offsets: the guest TSC jumped %+" PRId64 " counts (%+.3f ms, "
+			       "exact)", f.kvm_jump_tsc, jump_ns / 1e6);
+		else if (f.has_kvm_jump)
+			printf("; KVM's offsets: the guest TSC jumped %+" PRId64 " counts (exact)",
+			       f.kvm_jump_tsc);
+		if (both && f.has_kvm_jump)
+			printf("; the guest saw at most %.3f ms pass", (host_ns + jump_ns) / 1e6);
+		printf("\n");
+	}
+	hgsync_free(&s);
 }
 
 static void dump_usage(FILE *out)
@@ -307,6 +412,15 @@ int cmd_dump(int argc, char **argv)
 				       id.boot_id[0] ? id.boot_id : "(unknown)");
 			break;
 		}
+		case HGCOR_SEC_DISRUPTION: {
+			struct hgcor_disruption d;
+
+			memcpy(&d, v.payload, sizeof(d));
+			ctx.nr_disruptions++;
+			if (!ctx.summary)
+				print_disruption(&d, ctx.json);
+			break;
+		}
 		default:
 			if (!ctx.json)
 				printf("skipped optional section type %u (%" PRIu64 " bytes)\n",
@@ -349,6 +463,8 @@ int cmd_dump(int argc, char **argv)
 		printf("%" PRIu64 " sections, %" PRIu64 " records, complete\n",
 		       r.nr_sections, ctx.nr_records);
 	}
+	if (ret >= 0 && ctx.nr_disruptions && !ctx.summary)
+		print_disruption_facts(buf, len, ctx.json);
 out:
 	hgcor_release(&r);
 	hg_unmap_file(buf, len);

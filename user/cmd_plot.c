@@ -42,6 +42,9 @@ struct plot {
 	uint32_t clock;
 	double t0, t1;		/* host time span, seconds */
 	int y;			/* next panel's top */
+	/* The machine's incarnations (sync.rst, "Migration and restore"), root first. */
+	uint32_t chain[64];
+	unsigned int nchain;
 };
 
 /* A probe's guest and host values in the plotted clock; false: it has none. */
@@ -105,6 +108,54 @@ static void axis_x(const struct plot *p, int y_bottom)
 	}
 }
 
+/* Whether VM process @pid ran one of the plotted machine's incarnations. */
+static bool chain_vm(const struct plot *p, int32_t pid)
+{
+	for (unsigned int i = 0; i < p->nchain; i++)
+		if (pid > 0 && p->s->guests[p->chain[i]].vm.vm_pid == pid)
+			return true;
+	return false;
+}
+
+/*
+ * The machine's disruptions, across a panel from @top to @bottom: a band
+ * from the old VM's last exit from the guest to the new VM's first entry
+ * (a line when one end is unknown), and what kind it was.
+ */
+static void disr_bands(const struct plot *p, double top, double bottom)
+{
+	const struct hgsync *s = p->s;
+
+	for (size_t i = 0; i < s->nr_disr; i++) {
+		const struct hgcor_disruption *d = &s->disr[i];
+		struct hgsync_disr_facts f;
+		uint64_t a_tsc, b_tsc, a, b;
+		bool ours = false;
+		double x0, x1;
+
+		for (unsigned int k = 0; k < p->nchain; k++)
+			ours |= d->guest_id == p->chain[k];
+		if (!ours || hgsync_disruption_facts(s, i, &f))
+			continue;
+		a_tsc = f.has_old_run ? f.old_last_run_tsc : d->host_tsc_lost;
+		b_tsc = f.has_new_run ? f.new_first_run_tsc : d->host_tsc_back ? d->host_tsc_back :
+			a_tsc;
+		if (hgsync_host_from_tsc(s, 0, p->clock, a_tsc, &a) ||
+		    hgsync_host_from_tsc(s, 0, p->clock, b_tsc, &b))
+			continue;
+		x0 = px_x(p, host_secs(p, a));
+		x1 = px_x(p, host_secs(p, b));
+		if (x1 < ML || x0 > W - MR)
+			continue;
+		x0 = x0 < ML ? ML : x0;
+		x1 = x1 > W - MR ? W - MR : x1 < x0 + 1 ? x0 + 1 : x1;
+		fprintf(p->out, "<rect x='%.1f' y='%.0f' width='%.1f' height='%.0f' fill='#f7cccc'/>"
+			"<text x='%.1f' y='%.0f' font-size='10' fill='#d62728'>"
+			"%s</text>\n", x0, top, x1 - x0, bottom - top, x1 + 2, top + 10,
+			hgsync_disruption_name(d->kind));
+	}
+}
+
 static int cmp_double(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
@@ -151,9 +202,15 @@ static void offset_panel(struct plot *p, int vcpu)
 		sorted[n] = (o[1] + o[2]) / 2;
 		n++;
 	}
-	fprintf(p->out, "<text x='%d' y='%d' font-size='14' font-weight='bold'>guest %u vCPU %d: "
-		"host - guest (%s clock), us, around its median</text>\n", ML, p->y + 14, p->guest,
-		vcpu, hgsync_clock_name(p->clock));
+	if (p->nchain > 1)
+		fprintf(p->out, "<text x='%d' y='%d' font-size='14' font-weight='bold'>guest %u "
+			"(session %u, VM %d) vCPU %d: host - guest (%s clock), us, around its "
+			"median</text>\n", ML, p->y + 14, p->chain[0], p->guest, g->vm.vm_pid, vcpu,
+			hgsync_clock_name(p->clock));
+	else
+		fprintf(p->out, "<text x='%d' y='%d' font-size='14' font-weight='bold'>guest %u "
+			"vCPU %d: host - guest (%s clock), us, around its median</text>\n", ML,
+			p->y + 14, p->guest, vcpu, hgsync_clock_name(p->clock));
 	if (!n) {
 		fprintf(p->out, "<text x='%d' y='%d' font-size='12'>no probes on this vCPU</text>\n",
 			ML, p->y + 40);
@@ -189,6 +246,7 @@ static void offset_panel(struct plot *p, int vcpu)
 			"<line x1='%d' y1='%.1f' x2='%d' y2='%.1f' stroke='#eee'/>\n", ML - 4,
 			PY(v) + 4, v, ML, PY(v), W - MR, PY(v));
 	}
+	disr_bands(p, top, bottom);
 	/* Probe brackets: a vertical bar from send to receive. */
 	stride = n > MAX_POINTS ? n / MAX_POINTS : 1;
 	for (size_t i = 0; i < n; i += stride) {
@@ -229,21 +287,22 @@ static void bar(struct plot *p, int top, int cpu, int sub, double x0, double x1,
 static void where_panel(struct plot *p)
 {
 	const struct hgsync *s = p->s;
-	const struct hgsync_guest *g = &s->guests[p->guest];
 	int top = p->y + 24, ncpu = (int)s->nr_host_cpus;
 
 	fprintf(p->out, "<text x='%d' y='%d' font-size='14' font-weight='bold'>where guest %u's "
-		"vCPUs ran: host CPU lanes</text>\n", ML, p->y + 14, p->guest);
+		"vCPUs ran: host CPU lanes</text>\n", ML, p->y + 14, p->chain[0]);
 	for (int c = 0; c < ncpu; c++)
 		fprintf(p->out, "<text x='%d' y='%d' font-size='11' text-anchor='end'>CPU %d</text>"
 			"<rect x='%d' y='%d' width='%d' height='%d' fill='#f6f6f6'/>\n", ML - 4,
 			top + c * LANE + 15, c, ML, top + c * LANE, W - ML - MR, LANE - 2);
+	/* Under the runs: a band says where none can be. */
+	disr_bands(p, top, top + ncpu * LANE);
 	for (size_t i = 0; i < s->nr_vcpus; i++) {
 		const struct hgsync_vcpu *v = &s->vcpus[i];
 		int sub = v->vcpu_id % 4, run_cpu = -1;
 		double run_x0 = 0, run_x1 = -1;
 
-		if (v->vm_pid != g->vm.vm_pid || v->vcpu_id < 0)
+		if (!chain_vm(p, v->vm_pid) || v->vcpu_id < 0)
 			continue;
 		/*
 		 * Runs closer than a pixel on the same lane become one bar:
@@ -290,12 +349,15 @@ static void where_panel(struct plot *p)
 	for (size_t i = 0, k = 0; i < s->nr_vcpus; i++) {
 		const struct hgsync_vcpu *v = &s->vcpus[i];
 
-		if (v->vm_pid != g->vm.vm_pid || v->vcpu_id < 0)
+		if (!chain_vm(p, v->vm_pid) || v->vcpu_id < 0)
 			continue;
-		fprintf(p->out, "<rect x='%zu' y='%d' width='12' height='8' fill='%s'/>"
-			"<text x='%zu' y='%d' font-size='11'>vCPU %d (host thread %d, %" PRIu64
-			" migrations)</text>\n", ML + k * 260, p->y + 4, colors[v->vcpu_id % 8],
-			ML + k * 260 + 16, p->y + 12, v->vcpu_id, v->tid, v->migrations);
+		if (k && !(k % 3))
+			p->y += 14;
+		fprintf(p->out, "<rect x='%d' y='%d' width='12' height='8' fill='%s'/>"
+			"<text x='%d' y='%d' font-size='11'>vCPU %d (host thread %d, %" PRIu64
+			" migrations)</text>\n", ML + (int)(k % 3) * 260, p->y + 4,
+			colors[v->vcpu_id % 8], ML + (int)(k % 3) * 260 + 16, p->y + 12, v->vcpu_id,
+			v->tid, v->migrations);
 		k++;
 	}
 	p->y += 20;
@@ -381,17 +443,27 @@ int cmd_plot(int argc, char **argv)
 		goto out;
 	}
 	p.s = &s;
-	p.guest = (uint32_t)guest;
+	/* The whole machine: each incarnation's panels, one time axis. */
+	for (uint32_t id = hgsync_guest_root(&s, (uint32_t)guest); p.nchain < 64;
+	     id = s.guests[id].next_id) {
+		p.chain[p.nchain++] = id;
+		if (!s.guests[id].has_next)
+			break;
+	}
 	/* The time span: the probes' (the whole pairing). */
-	for (size_t i = 0; i < s.guests[guest].nr_probes; i++) {
-		uint64_t x, lo, hi;
+	for (unsigned int k = 0; k < p.nchain; k++) {
+		const struct hgsync_guest *gk = &s.guests[p.chain[k]];
 
-		if (!probe_values(&p, &s.guests[guest].probes[i], &x, &lo, &hi))
-			continue;
-		if (lo < tmin)
-			tmin = lo;
-		if (hi > tmax)
-			tmax = hi;
+		for (size_t i = 0; i < gk->nr_probes; i++) {
+			uint64_t x, lo, hi;
+
+			if (!probe_values(&p, &gk->probes[i], &x, &lo, &hi))
+				continue;
+			if (lo < tmin)
+				tmin = lo;
+			if (hi > tmax)
+				tmax = hi;
+		}
 	}
 	if (tmin >= tmax) {
 		hg_err("%s: guest %" PRIu64 " has no clock probes in the %s clock: nothing to plot",
@@ -410,8 +482,11 @@ int cmd_plot(int argc, char **argv)
 	}
 	p.out = mem;
 	p.y = 10;
-	for (unsigned int v = 0; v < s.guests[guest].nr_cpus && v < 64; v++)
-		offset_panel(&p, (int)v);
+	for (unsigned int k = 0; k < p.nchain; k++) {
+		p.guest = p.chain[k];
+		for (unsigned int v = 0; v < s.guests[p.guest].nr_cpus && v < 64; v++)
+			offset_panel(&p, (int)v);
+	}
 	where_panel(&p);
 	height = p.y;
 	if (fclose(mem)) {

@@ -16,9 +16,13 @@
  * agrees with the probes, fitted probes otherwise) and written as the
  * SEGMENTS section before END.
  *
- * A guest whose agent cannot be reached, or whose session breaks, stalls
- * or ends early, is written down as lost (a NOTE, file-format.rst) and
- * the others go on; --require-all makes that fatal.  SIGINT, SIGTERM and
+ * A guest whose session breaks, stalls or ends early is followed: looked
+ * for until --follow-timeout (a live migration or a restore moves it to
+ * another VM process), and found again it goes on under a new guest id,
+ * with a DISRUPTION section between (guest_ended()).  One that cannot be
+ * reached at the start or does not come back is written down as lost (a
+ * NOTE, file-format.rst) and the others go on; --require-all makes that
+ * fatal.  SIGINT, SIGTERM and
  * SIGHUP end the recording cleanly; SIGPIPE is ignored (every write is
  * checked instead).  With a COMMAND after the options, record runs it
  * and records for its life: see run_command() below; with --merge OUT it
@@ -146,7 +150,46 @@ struct guest {
 	pthread_mutex_t lock;
 	const struct host_clock *hc;
 	double interval_s;
+	/*
+	 * Following the guest through a migration, a restore or a broken
+	 * connection (sync.rst, "Migration and restore").  When its session
+	 * breaks, guest_ended() starts the follower thread instead of losing
+	 * it: until --follow-timeout, the thread looks for a VM with its
+	 * vsock CID or its VM's name (@vm_name; a local migration's
+	 * destination has another CID) whose agent answers HELLO, and hands
+	 * the connection over in the follow_* fields, under @lock, with
+	 * @follow_done.  The main loop then starts a new session under a new
+	 * guest id (follow_finish()): @id changes, this slot stays.  @disr
+	 * is the DISRUPTION between the two, written when the new session's
+	 * identity and first probe are in (the clock jump), or after
+	 * HG_DISR_WAIT_S.  The follower reads only @spec, @vm, @vm_name and
+	 * @port_suffix, which nothing changes while it runs.
+	 */
+	char vm_name[VMFIND_NAME_MAX + 1];
+	char port_suffix[16];		/* ":PORT" of a vsock spec, or "" */
+	struct hgcor_identity identity;	/* of the first session, for comparison */
+	bool has_identity;
+	bool following;
+	double follow_since, follow_deadline;
+	char follow_cause[200];		/* why the session broke */
+	pthread_t follower;
+	bool follower_on;
+	volatile bool follow_stop;
+	bool follow_done;		/* under @lock, with the four below */
+	int follow_fd;
+	int32_t follow_pid;
+	uint32_t follow_cid;
+	uint8_t *follow_hello;		/* the HELLO reply's payload (malloc) */
+	uint32_t follow_hello_len, follow_hello_minor;
+	struct hgcor_disruption disr;
+	bool disr_pending, disr_identity_in, disr_probe_in;
+	double disr_deadline;
+	bool have_last_probe, want_first_probe;
+	struct hgcor_probe last_probe;	/* the latest written: the jump's "before" */
 };
+
+/* Seconds a DISRUPTION waits for the new session's identity and first probe. */
+#define HG_DISR_WAIT_S	5
 
 /* The host's clocks, now (zero-syscall where the conversion is exact). */
 struct host_clock {
@@ -321,6 +364,30 @@ static int guest_parse(struct guest *g, const char *arg_in)
 	return 0;
 }
 
+/*
+ * How far the guest's clocks moved against the host's across a
+ * disruption: (guest - host) at the first probe after, minus the same at
+ * the last before, each taken at its round trip's middle; the bound is
+ * half the two round trips.  Differences of u64 readings, so a wrap
+ * still gives the signed jump.  On the ftrace local clock (sched_clock)
+ * and on the TSC.
+ */
+static void disr_jump(struct hgcor_disruption *d, const struct hgcor_probe *before,
+		      const struct hgcor_probe *after)
+{
+	uint64_t b_tsc = before->host_tsc_send + (before->host_tsc_recv - before->host_tsc_send) / 2;
+	uint64_t a_tsc = after->host_tsc_send + (after->host_tsc_recv - after->host_tsc_send) / 2;
+	uint64_t b_ns = before->host_ns_send + (before->host_ns_recv - before->host_ns_send) / 2;
+	uint64_t a_ns = after->host_ns_send + (after->host_ns_recv - after->host_ns_send) / 2;
+
+	d->guest_tsc_jump = (int64_t)((after->guest_tsc - a_tsc) - (before->guest_tsc - b_tsc));
+	d->guest_local_jump_ns = (int64_t)((after->guest_sched_ns - a_ns) -
+					   (before->guest_sched_ns - b_ns));
+	d->jump_bound_ns = ((before->host_ns_recv - before->host_ns_send) +
+			    (after->host_ns_recv - after->host_ns_send) + 1) / 2;
+	d->flags |= HGCOR_DISRUPT_JUMP_KNOWN;
+}
+
 static int flush_probes(struct guest *g, struct hgcor_writer *w)
 {
 	static struct hgcor_probe copy[HG_PROBE_BUF];
@@ -335,6 +402,15 @@ static int flush_probes(struct guest *g, struct hgcor_writer *w)
 	pthread_mutex_unlock(&g->lock);
 	if (!n)
 		return 0;
+	/* Across a disruption: the guest's clock jump, from the probes either side. */
+	if (g->want_first_probe && g->disr_pending) {
+		if (g->have_last_probe)
+			disr_jump(&g->disr, &g->last_probe, &copy[0]);
+		g->want_first_probe = false;
+		g->disr_probe_in = true;
+	}
+	g->last_probe = copy[n - 1];
+	g->have_last_probe = true;
 	/* 1.1 sections are optional: a 1.0 reader skips them. */
 	return put_section2(w, HGCOR_SEC_PROBES, HGCOR_SEC_OPTIONAL, prefix, sizeof(prefix),
 			    copy, n * sizeof(copy[0]));
@@ -490,6 +566,8 @@ static int open_probe_channel(struct guest *g, uint8_t *buf)
 		return ret;
 	}
 	g->probe_fd = fd;
+	/* A channel closed before (a session that broke) left the flag set. */
+	g->probe_stop = false;
 	/* Small stacks: a host may record hundreds of guests at once. */
 	pthread_attr_init(&attr);
 	pthread_attr_setstacksize(&attr, 256 << 10);
@@ -617,64 +695,82 @@ static int guest_open_vm_only(struct guest *g, struct hgcor_writer *w)
 	return ret;
 }
 
-static int guest_open(struct guest *g, struct hgcor_writer *w, uint8_t *buf)
+/*
+ * HELLO on a fresh connection @fd to an agent: the reply's payload lands
+ * in @buf (HGP_MAX_PAYLOAD), its length in @len, and @minor says the
+ * agent's protocol minor.  0; 1 when this is no agent we can use (@why
+ * says why, one line).  Touches no struct guest: the follower thread
+ * calls it too.
+ */
+static int agent_hello(int fd, uint8_t *buf, uint32_t *len, uint32_t *minor, int timeout_s,
+		       char *why, size_t why_size)
 {
 	struct hgp_hello hello = { HGP_VERSION_MAJOR, HGP_VERSION_MINOR, 0 };
-	struct timeval tv = { .tv_sec = 10 };
+	struct timeval tv = { .tv_sec = timeout_s };
 	struct hgp_header h;
-	char err[300];
+	int ret;
+
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	ret = hgp_send(fd, HGP_HELLO, &hello, sizeof(hello));
+	if (!ret)
+		ret = hgp_recv(fd, &h, buf);
+	if (ret) {
+		snprintf(why, why_size, "no reply to HELLO: %s", ret == -EAGAIN ?
+			 "timed out" : ret == -ECONNRESET ? "connection closed" : strerror(-ret));
+		return 1;
+	}
+	if (h.type == HGP_ERROR) {
+		snprintf(why, why_size, "refused: %.*s", (int)(h.length < 150 ? h.length : 150),
+			 (char *)buf);
+		return 1;
+	}
+	if (h.type != HGP_HELLO_REPLY || h.length < sizeof(hello) + HGCLOCK_INFO_SIZE_VER0) {
+		snprintf(why, why_size, "not an hgclock agent (bad reply to HELLO)");
+		return 1;
+	}
+	memcpy(&hello, buf, sizeof(hello));
+	if (hello.major != HGP_VERSION_MAJOR) {
+		snprintf(why, why_size, "the agent speaks protocol %u.%u, this host %u.%u",
+			 hello.major, hello.minor, HGP_VERSION_MAJOR, HGP_VERSION_MINOR);
+		return 1;
+	}
+	*len = h.length;
+	*minor = hello.minor;
+	return 0;
+}
+
+/* QEMU's -name (or libvirt's domain) of VM process @pid into @name, "" if none. */
+static void vm_name_of(int32_t pid, char *name, size_t size)
+{
+	struct vmfind vf;
+	struct vmfind_args a;
+
+	name[0] = '\0';
+	vmfind_init(&vf);
+	if (pid <= 0 || vmfind_read_cmdline(&vf, pid, &a))
+		return;
+	if (vmfind_args_name(&a, name, size) != 1)
+		name[0] = '\0';
+	vmfind_args_free(&a);
+}
+
+/*
+ * A session begins on @g->fd, whose HELLO reply (@hello_len bytes) is in
+ * @buf: the guest's INFO under its id, its VM found if not known, exit
+ * pairing asked for, the probe channel opened, its GUEST_VM.  0, or
+ * -errno when writing the file failed (said).
+ */
+static int session_start(struct guest *g, struct hgcor_writer *w, uint8_t *buf,
+			 uint32_t hello_len, uint32_t minor)
+{
+	struct timeval tv = { .tv_sec = HG_GUEST_MSG_TIMEOUT_S };
 	uint32_t prefix[2] = { g->id, 0 };
 	int ret;
 
-	if (g->no_agent)
-		return guest_open_vm_only(g, w);
-	g->fd = hgp_connect(g->spec, err, sizeof(err));
-	if (g->fd < 0) {
-		set_why(g, "not reached at the start: %s", err);
-		g->fd = -1;
-		return 1;
-	}
-	setsockopt(g->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	setsockopt(g->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	ret = hgp_send(g->fd, HGP_HELLO, &hello, sizeof(hello));
-	if (!ret)
-		ret = hgp_recv(g->fd, &h, buf);
-	if (!ret && h.type == HGP_ERROR) {
-		set_why(g, "refused at the start: %.*s", (int)(h.length < 150 ? h.length : 150),
-			(char *)buf);
-		ret = 1;
-	} else if (!ret && (h.type != HGP_HELLO_REPLY ||
-			    h.length < sizeof(hello) + HGCLOCK_INFO_SIZE_VER0)) {
-		set_why(g, "not an hgclock agent (bad reply to HELLO)");
-		ret = 1;
-	} else if (ret) {
-		set_why(g, "no reply to HELLO: %s", ret == -EAGAIN ? "timed out after 10 s" :
-			ret == -ECONNRESET ? "connection closed" : strerror(-ret));
-		ret = 1;
-	}
-	if (!ret) {
-		memcpy(&hello, buf, sizeof(hello));
-		g->can_probe = hello.minor >= 1;
-		if (hello.major == HGP_VERSION_MAJOR && !g->can_probe)
-			fprintf(stderr, "hgclock record: guest %s: agent %u.%u answers no probes\n",
-				g->spec, hello.major, hello.minor);
-		if (hello.major == HGP_VERSION_MAJOR && hello.minor < 2)
-			fprintf(stderr, "hgclock record: guest %s: agent %u.%u sends no CPU map: "
-				"guest CPU n is taken as vCPU n\n", g->spec, hello.major,
-				hello.minor);
-		if (hello.major != HGP_VERSION_MAJOR) {
-			set_why(g, "the agent speaks protocol %u.%u, this host %u.%u",
-				hello.major, hello.minor, HGP_VERSION_MAJOR, HGP_VERSION_MINOR);
-			ret = 1;
-		}
-	}
-	if (ret) {
-		close(g->fd);
-		g->fd = -1;
-		return 1;
-	}
+	g->can_probe = minor >= 1;
 	ret = put_section2(w, HGCOR_SEC_GUEST_INFO, 0, prefix, sizeof(prefix),
-			   buf + sizeof(hello), h.length - sizeof(hello));
+			   buf + sizeof(struct hgp_hello), hello_len - sizeof(struct hgp_hello));
 	/* Which VM on this host: said on the command line, or found by CID. */
 	if (!ret && g->vm.how == HGCOR_VM_UNKNOWN) {
 		char why[600] = "a tcp: guest names no VM process (add ,vm=PID)";
@@ -687,6 +783,9 @@ static int guest_open(struct guest *g, struct hgcor_writer *w, uint8_t *buf)
 			fprintf(stderr, "hgclock record: KVM-exact pairing unavailable for guest %s:"
 				" %s; falls back to probes, bound ~hundreds of us\n", g->spec, why);
 	}
+	/* Its name: how a migration's destination with another CID is known. */
+	if (!ret && g->vm.vm_pid > 0 && !g->vm_name[0])
+		vm_name_of(g->vm.vm_pid, g->vm_name, sizeof(g->vm_name));
 	/*
 	 * The host records a VM's exit pairings only while a recorder asks
 	 * for them (until our device file is closed): an older module
@@ -723,11 +822,42 @@ static int guest_open(struct guest *g, struct hgcor_writer *w, uint8_t *buf)
 	 * so does a send that long blocked: one agent never holds up the
 	 * host's rings and the other guests for longer.
 	 */
-	tv.tv_sec = HG_GUEST_MSG_TIMEOUT_S;
 	setsockopt(g->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	setsockopt(g->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	heard(g);
 	return 0;
+}
+
+static int guest_open(struct guest *g, struct hgcor_writer *w, uint8_t *buf)
+{
+	char err[300], why[200];
+	uint32_t len = 0, minor = 0;
+	const char *colon;
+
+	if (g->no_agent)
+		return guest_open_vm_only(g, w);
+	/* vsock:CID:PORT: the port goes with every CID the guest may move to. */
+	colon = !strncmp(g->spec, "vsock:", 6) ? strchr(g->spec + 6, ':') : NULL;
+	snprintf(g->port_suffix, sizeof(g->port_suffix), "%.15s", colon ? colon : "");
+	g->fd = hgp_connect(g->spec, err, sizeof(err));
+	if (g->fd < 0) {
+		set_why(g, "not reached at the start: %s", err);
+		g->fd = -1;
+		return 1;
+	}
+	if (agent_hello(g->fd, buf, &len, &minor, 10, why, sizeof(why))) {
+		set_why(g, "at the start, %s", why);
+		close(g->fd);
+		g->fd = -1;
+		return 1;
+	}
+	if (minor < 1)
+		fprintf(stderr, "hgclock record: guest %s: agent %u.%u answers no probes\n",
+			g->spec, HGP_VERSION_MAJOR, minor);
+	if (minor < 2)
+		fprintf(stderr, "hgclock record: guest %s: agent %u.%u sends no CPU map: "
+			"guest CPU n is taken as vCPU n\n", g->spec, HGP_VERSION_MAJOR, minor);
+	return session_start(g, w, buf, len, minor);
 }
 
 /* The recording's start (now_s()), and how guests fared: see guest_lost(). */
@@ -766,6 +896,291 @@ static int guest_lost(struct guest *g, struct hgcor_writer *w, const struct host
 		g->id, g->spec, t > 0 ? t : 0, g->why,
 		require_all ? "stopping (--require-all)" : "recording the others");
 	return put_section(w, HGCOR_SEC_NOTE, 0, note, strlen(note));
+}
+
+/* --follow-timeout: how long a guest whose session broke is looked for. */
+static unsigned int follow_timeout_s = 60;
+/* The next guest id of the file: each session after a disruption takes one. */
+static uint32_t next_file_id;
+
+/* The DISRUPTION of @g, once (file-format.rst); said on standard error. */
+static int disr_commit(struct guest *g, struct hgcor_writer *w)
+{
+	const struct hgcor_disruption *d = &g->disr;
+
+	if (!g->disr_pending)
+		return 0;
+	g->disr_pending = false;
+	g->want_first_probe = false;
+	if (d->flags & HGCOR_DISRUPT_JUMP_KNOWN)
+		fprintf(stderr, "hgclock record: guest %u -> %u: the guest's clock jumped %+.3f ms "
+			"(+-%.3f ms) against the host's, by probes\n", d->guest_id,
+			d->next_guest_id, d->guest_local_jump_ns / 1e6, d->jump_bound_ns / 1e6);
+	return put_section(w, HGCOR_SEC_DISRUPTION, HGCOR_SEC_OPTIONAL, d, sizeof(*d));
+}
+
+/*
+ * How VM process @pid came to run the guest, from its command line:
+ * QEMU's -incoming from a socket is a migration, from a file or a
+ * command a restore; libvirt's "-incoming defer" serves both, and says
+ * nothing.
+ */
+static uint32_t incoming_kind(int32_t pid)
+{
+	struct vmfind vf;
+	struct vmfind_args a;
+	uint32_t kind = HGCOR_DISRUPT_NEW_VM;
+
+	vmfind_init(&vf);
+	if (vmfind_read_cmdline(&vf, pid, &a))
+		return kind;
+	for (size_t i = 0; i + 1 < a.argc; i++) {
+		const char *v = a.argv[i + 1];
+
+		if (strcmp(a.argv[i], "-incoming") && strcmp(a.argv[i], "--incoming"))
+			continue;
+		if (!strncmp(v, "tcp:", 4) || !strncmp(v, "unix:", 5) || !strncmp(v, "rdma:", 5) ||
+		    !strncmp(v, "vsock:", 6))
+			kind = HGCOR_DISRUPT_MIGRATION;
+		else if (!strncmp(v, "exec:", 5) || !strncmp(v, "file:", 5))
+			kind = HGCOR_DISRUPT_RESTORE;
+	}
+	vmfind_args_free(&a);
+	return kind;
+}
+
+/*
+ * The follower thread of guest @arg (struct guest, "Following" above):
+ * every half second, each VM with the guest's CID or its VM's name is
+ * asked HELLO; the first whose agent answers is handed over.  A VM that
+ * is paused or still receiving its migration does not answer (vsock's
+ * connect times out): it is asked again next time.  Ends on the stop
+ * flag or the deadline, with follow_done set either way.
+ */
+static void *follower_fn(void *arg)
+{
+	struct guest *g = arg;
+	uint8_t *buf = malloc(HGP_MAX_PAYLOAD);
+	char why[200] = "no VM with its CID or name answered";
+	int fd = -1;
+	int32_t pid = -1;
+	uint32_t cid = 0, len = 0, minor = 0;
+
+	while (buf && !g->follow_stop && now_s() < g->follow_deadline && fd < 0) {
+		struct vmfind vf;
+		struct vmfind_vm *vms = NULL;
+		size_t nr = 0;
+
+		vmfind_init(&vf);
+		vf.virsh = NULL;	/* twice a second: the run directory's XML only */
+		if (!g->vm.cid && !g->vm_name[0]) {
+			/* tcp:HOST:PORT: only that address. */
+			char err[300];
+
+			fd = hgp_connect(g->spec, err, sizeof(err));
+			if (fd >= 0 && agent_hello(fd, buf, &len, &minor, 3, why, sizeof(why))) {
+				close(fd);
+				fd = -1;
+			}
+		} else if (!vmfind_all(&vf, &vms, &nr)) {
+			for (size_t i = 0; i < nr && fd < 0 && !g->follow_stop; i++) {
+				char spec[64], err[300];
+
+				if (vms[i].err || !vms[i].cid || vms[i].pid <= 0)
+					continue;
+				if (vms[i].cid != g->vm.cid &&
+				    (!g->vm_name[0] || strcmp(vms[i].name, g->vm_name)))
+					continue;
+				snprintf(spec, sizeof(spec), "vsock:%u%s", vms[i].cid, g->port_suffix);
+				fd = hgp_connect(spec, err, sizeof(err));
+				if (fd < 0)
+					continue;
+				if (agent_hello(fd, buf, &len, &minor, 3, why, sizeof(why))) {
+					close(fd);
+					fd = -1;
+					continue;
+				}
+				pid = vms[i].pid;
+				cid = vms[i].cid;
+			}
+		}
+		free(vms);
+		for (int k = 0; k < 50 && fd < 0 && !g->follow_stop; k++) {
+			struct timespec ts = { 0, 10000000 };
+
+			nanosleep(&ts, NULL);
+		}
+	}
+	pthread_mutex_lock(&g->lock);
+	g->follow_fd = fd;
+	g->follow_pid = pid;
+	g->follow_cid = cid;
+	g->follow_hello = fd >= 0 ? buf : NULL;
+	g->follow_hello_len = len;
+	g->follow_hello_minor = minor;
+	g->follow_done = true;
+	pthread_mutex_unlock(&g->lock);
+	if (fd < 0)
+		free(buf);
+	return NULL;
+}
+
+/*
+ * Guest @g's session ended otherwise than asked (@g->why says how).
+ * Without --follow-timeout 0, and for a guest with an agent, it is not
+ * lost yet: its DISRUPTION begins (the host's clocks now, its VM), what
+ * it sent is written under its id, and the follower thread looks for it
+ * (follower_fn()).  Otherwise, and when no thread can start, it is lost
+ * (guest_lost()).  0 or -errno when writing failed.
+ */
+static int guest_ended(struct guest *g, struct hgcor_writer *w, const struct host_clock *hc)
+{
+	struct hgclock_now now = { 0 };
+	pthread_attr_t attr;
+	int ret;
+
+	if (!follow_timeout_s || g->no_agent || g->closing || g->lost)
+		return guest_lost(g, w, hc);
+	/* A previous disruption's record first: this one reuses @disr. */
+	ret = disr_commit(g, w);
+	close_probe_channel(g);
+	if (!ret)
+		ret = flush_probes(g, w);
+	if (g->fd >= 0) {
+		close(g->fd);
+		g->fd = -1;
+	}
+	if (ret)
+		return ret;
+	if (host_now(hc, &now))
+		memset(&now, 0, sizeof(now));
+	g->disr = (struct hgcor_disruption){
+		.guest_id = g->id, .next_guest_id = HGCOR_NO_GUEST, .kind = HGCOR_DISRUPT_GONE,
+		.old_vm_pid = g->vm.vm_pid > 0 ? g->vm.vm_pid : -1, .new_vm_pid = -1,
+		.old_cid = g->vm.cid, .host_tsc_lost = now.tsc,
+		.host_local_ns_lost = now.sched_clock_ns,
+	};
+	snprintf(g->follow_cause, sizeof(g->follow_cause), "%s", g->why);
+	g->follow_since = now_s();
+	g->follow_deadline = g->follow_since + follow_timeout_s;
+	g->follow_stop = false;
+	g->follow_done = false;
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, 256 << 10);
+	ret = pthread_create(&g->follower, &attr, follower_fn, g);
+	pthread_attr_destroy(&attr);
+	if (ret) {
+		set_why(g, "%s; not followed: %s", g->follow_cause, strerror(ret));
+		return guest_lost(g, w, hc);
+	}
+	g->follower_on = true;
+	g->following = true;
+	fprintf(stderr, "hgclock record: guest %u (%s): session broken %.1f s into the recording "
+		"(%s); looking for it for %u s (a migration or restore?)\n", g->id, g->spec,
+		g->follow_since - rec_start, g->follow_cause, follow_timeout_s);
+	return 0;
+}
+
+/* Stops and joins @g's follower; a connection it made at the last moment is closed. */
+static void follow_stop(struct guest *g)
+{
+	if (!g->follower_on)
+		return;
+	g->follow_stop = true;
+	pthread_join(g->follower, NULL);
+	g->follower_on = false;
+	g->following = false;
+	if (g->follow_fd >= 0)
+		close(g->follow_fd);
+	g->follow_fd = -1;
+	free(g->follow_hello);
+	g->follow_hello = NULL;
+}
+
+/*
+ * Guest @g did not come back within --follow-timeout (or the recording
+ * ended first): its DISRUPTION says GONE and the guest is lost.
+ */
+static int follow_gone(struct guest *g, struct hgcor_writer *w, const struct host_clock *hc,
+		       const char *when)
+{
+	int ret;
+
+	follow_stop(g);
+	g->disr_pending = true;
+	ret = disr_commit(g, w);
+	set_why(g, "%s, and %s", g->follow_cause, when);
+	return ret ? ret : guest_lost(g, w, hc);
+}
+
+/*
+ * The follower found guest @g again: a new session on its connection,
+ * under a new guest id, in the VM that answered.  What kind of
+ * disruption it was follows from that VM (incoming_kind()); the
+ * DISRUPTION itself waits for the session's identity and first probe
+ * (disr_commit()).  0, 1 when it cannot be recorded (lost), -errno on a
+ * failed write.
+ */
+static int follow_finish(struct guest *g, struct hgcor_writer *w, const struct host_clock *hc)
+{
+	struct hgclock_now now = { 0 };
+	uint8_t *hello;
+	uint32_t len, minor;
+	int ret;
+
+	pthread_join(g->follower, NULL);
+	g->follower_on = false;
+	g->following = false;
+	if (next_file_id >= HG_MAX_GUESTS) {
+		close(g->follow_fd);
+		g->follow_fd = -1;
+		free(g->follow_hello);
+		g->follow_hello = NULL;
+		g->disr_pending = true;
+		ret = disr_commit(g, w);
+		set_why(g, "%s; it came back, but the file has no guest id left (%d)",
+			g->follow_cause, HG_MAX_GUESTS);
+		return ret ? ret : guest_lost(g, w, hc);
+	}
+	hello = g->follow_hello;
+	len = g->follow_hello_len;
+	minor = g->follow_hello_minor;
+	g->follow_hello = NULL;
+	g->fd = g->follow_fd;
+	g->follow_fd = -1;
+	if (host_now(hc, &now))
+		memset(&now, 0, sizeof(now));
+	g->id = next_file_id++;
+	g->disr.next_guest_id = g->id;
+	g->disr.new_vm_pid = g->follow_pid;
+	g->disr.new_cid = g->follow_cid;
+	g->disr.host_tsc_back = now.tsc >= g->disr.host_tsc_lost ? now.tsc : g->disr.host_tsc_lost;
+	g->disr.host_local_ns_back = now.sched_clock_ns;
+	g->disr.kind = g->follow_pid == g->disr.old_vm_pid ? HGCOR_DISRUPT_RECONNECT :
+		       g->follow_pid > 0 ? incoming_kind(g->follow_pid) : HGCOR_DISRUPT_NEW_VM;
+	g->disr_pending = true;
+	/* Agents before 1.3 say no identity; without probes no first probe comes. */
+	g->disr_identity_in = minor < 3;
+	g->disr_probe_in = minor < 1 || g->interval_s <= 0;
+	g->want_first_probe = true;
+	g->disr_deadline = now_s() + HG_DISR_WAIT_S;
+	/* The new VM: its vCPU threads, offsets and exit pairing are its own. */
+	if (g->follow_pid > 0) {
+		g->vm.vm_pid = g->follow_pid;
+		g->vm.cid = g->follow_cid;
+		g->vm.how = HGCOR_VM_BY_CID;
+		snprintf(g->spec, sizeof(g->spec), "vsock:%u%s", g->follow_cid, g->port_suffix);
+	}
+	g->probe_pending = false;
+	g->probe_dead = false;
+	g->burst_left = 0;
+	g->next_probe = 0;
+	fprintf(stderr, "hgclock record: guest %u (%s) is back after %.1f s as guest %u, in VM %d "
+		"(CID %u): %s\n", g->disr.guest_id, g->spec, now_s() - g->follow_since, g->id,
+		(int)g->disr.new_vm_pid, g->disr.new_cid, hgsync_disruption_name(g->disr.kind));
+	ret = session_start(g, w, hello, len, minor);
+	free(hello);
+	return ret;
 }
 
 /*
@@ -817,9 +1232,31 @@ static int guest_message(struct guest *g, struct hgcor_writer *w, uint8_t *buf,
 		_Static_assert(sizeof(struct hgp_identity) == sizeof(struct hgcor_identity),
 			       "IDENTITY is stored as received");
 		heard(g);
-		if (!hgp_identity_check(buf, h.length))
+		if (!hgp_identity_check(buf, h.length)) {
+			struct hgcor_identity id;
+
+			/*
+			 * After a disruption: the same boot is the same machine
+			 * resumed; another boot id is a guest that rebooted.
+			 */
+			memcpy(&id, buf, sizeof(id));
+			if (!g->has_identity) {
+				g->identity = id;
+				g->has_identity = true;
+			} else if (g->disr_pending && !g->disr_identity_in) {
+				if (id.boot_id[0] && g->identity.boot_id[0] &&
+				    strcmp(id.boot_id, g->identity.boot_id)) {
+					g->disr.kind = HGCOR_DISRUPT_REBOOT;
+					fprintf(stderr, "hgclock record: guest %u came back as another "
+						"boot (boot id %s, was %s): not the same run of it\n",
+						g->id, id.boot_id, g->identity.boot_id);
+					g->identity = id;
+				}
+			}
+			g->disr_identity_in = true;
 			return put_section2(w, HGCOR_SEC_GUEST_IDENTITY, HGCOR_SEC_OPTIONAL,
 					    prefix, sizeof(prefix), buf, h.length);
+		}
 		set_why(g, "malformed identity from the agent");
 		ret = 1;
 	} else if (!ret && h.type == HGP_BYE) {
@@ -925,6 +1362,9 @@ static int write_segments(struct hgcor_writer *w, const char *path)
 				"clamp bound %llu ns", (unsigned long long)g->pv_agree,
 				(unsigned long long)g->pv_checked,
 				(unsigned long long)g->pv_clamp_ns);
+		if (g->has_prev)
+			fprintf(stderr, "; guest %u again, in VM %d", hgsync_guest_root(&s, i),
+				(int)g->vm.vm_pid);
 		fputc('\n', stderr);
 	}
 	ret = put_section(w, HGCOR_SEC_SEGMENTS, HGCOR_SEC_OPTIONAL, all,
@@ -1137,6 +1577,7 @@ static int add_guest(struct guest **guests, unsigned int *nr_guests, const char 
 	more[*nr_guests].id = *nr_guests;
 	more[*nr_guests].fd = -1;
 	more[*nr_guests].probe_fd = -1;
+	more[*nr_guests].follow_fd = -1;
 	(*nr_guests)++;
 	return 0;
 }
@@ -1607,7 +2048,7 @@ static void record_usage(FILE *out)
 		"usage: hgclock record -o FILE [--duration SEC] [--period MS] [--ring-size KIB]\n"
 		"                      [--guest SPEC[,vm=PID][,no-agent]]... [--all-guests]\n"
 		"                      [--probe-interval MS] [--compress zstd|none]\n"
-		"                      [--probe-burst N] [--require-all]\n"
+		"                      [--probe-burst N] [--require-all] [--follow-timeout SEC]\n"
 		"                      [--merge OUT [--merge-host FILE] [--merge-guest [ID=]FILE]...]\n"
 		"                      [[--] COMMAND [ARG...]]\n"
 		"Records this host's clock data (per-CPU conversions, vCPU tracking,\n"
@@ -1645,16 +2086,23 @@ static void record_usage(FILE *out)
 		"pairing for 'hgclock pairmark' in it; its x86-tsc trace then maps\n"
 		"exactly, local/perf only through pairmark's markers (merge).\n");
 	fprintf(out,
-		"A guest whose agent cannot be reached, or whose session breaks, is noted\n"
-		"in the file as lost and the others go on; --require-all makes that an\n"
-		"error (exit 1; a loss after the start ends the recording, which is kept).\n"
+		"A guest whose session breaks (a live migration, a restore from a file, a\n"
+		"lost connection) is looked for, for --follow-timeout SEC (default 60, 0:\n"
+		"never): a VM with its vsock CID or its VM's name whose agent answers. The\n"
+		"recording goes on meanwhile; once found, the guest goes on under a new\n"
+		"guest id, and a DISRUPTION in the file says when, what kind, which VMs and\n"
+		"how far its clock jumped (hgclock dump).\n"
+		"A guest whose agent cannot be reached at the start, or that does not come\n"
+		"back, is noted in the file as lost and the others go on; --require-all\n"
+		"makes that an error (exit 1; a loss after the start ends the recording,\n"
+		"which is kept).\n"
 		"At most %d guests.  'hgclock recover' completes a file that a killed\n"
 		"record left unfinished.\n", HG_MAX_GUESTS);
 }
 
 /* Long options without a short form. */
 enum { OPT_MERGE = 0x100, OPT_MERGE_HOST, OPT_MERGE_GUEST };
-enum { OPT_COMPRESS = 0x200 };
+enum { OPT_COMPRESS = 0x200, OPT_FOLLOW };
 
 int cmd_record(int argc, char **argv)
 {
@@ -1669,6 +2117,7 @@ int cmd_record(int argc, char **argv)
 		{ "ring-size", required_argument, NULL, 'r' },
 		{ "compress", required_argument, NULL, OPT_COMPRESS },
 		{ "require-all", no_argument, NULL, 'A' },
+		{ "follow-timeout", required_argument, NULL, OPT_FOLLOW },
 		{ "merge", required_argument, NULL, OPT_MERGE },
 		{ "merge-host", required_argument, NULL, OPT_MERGE_HOST },
 		{ "merge-guest", required_argument, NULL, OPT_MERGE_GUEST },
@@ -1734,6 +2183,18 @@ int cmd_record(int argc, char **argv)
 		case 'A':
 			require_all = true;
 			break;
+		case OPT_FOLLOW: {
+			uint64_t t;
+
+			if (!parse_u64(optarg, 86400, &t)) {
+				hg_err("--follow-timeout wants seconds from 0 to 86400, not '%s'",
+				       optarg);
+				free(guests);
+				return HGCLOCK_EXIT_USAGE;
+			}
+			follow_timeout_s = (unsigned int)t;
+			break;
+		}
 		case OPT_MERGE:
 			mr.out = optarg;
 			break;
@@ -1948,6 +2409,7 @@ int cmd_record(int argc, char **argv)
 	if (!ret)
 		ret = write_tracked(&w, fd, &hc);
 	rec_start = now_s();
+	next_file_id = nr_guests;
 	for (g = 0; g < nr_guests && !ret && !stop; g++) {
 		ret = guest_open(&guests[g], &w, gbuf);
 		if (ret > 0)
@@ -2040,8 +2502,33 @@ int cmd_record(int argc, char **argv)
 			if (guests[g].fd >= 0 && (pfd[1 + g].revents & (POLLIN | POLLHUP | POLLERR))) {
 				ret = guest_message(&guests[g], &w, gbuf, &hc, interval_s);
 				if (ret > 0)
-					ret = guest_lost(&guests[g], &w, &hc);
+					ret = guest_ended(&guests[g], &w, &hc);
 			}
+		/* Guests being followed (guest_ended()), and their DISRUPTIONs. */
+		for (g = 0; g < nr_guests && !ret; g++) {
+			struct guest *gs = &guests[g];
+			bool done;
+
+			if (gs->following) {
+				pthread_mutex_lock(&gs->lock);
+				done = gs->follow_done;
+				pthread_mutex_unlock(&gs->lock);
+				if (done && gs->follow_fd >= 0) {
+					ret = follow_finish(gs, &w, &hc);
+					if (ret > 0)
+						ret = guest_lost(gs, &w, &hc);
+				} else if (done) {
+					char when[64];
+
+					snprintf(when, sizeof(when), "it did not come back within %u s",
+						 follow_timeout_s);
+					ret = follow_gone(gs, &w, &hc, when);
+				}
+			}
+			if (!ret && gs->disr_pending &&
+			    ((gs->disr_identity_in && gs->disr_probe_in) || now_s() >= gs->disr_deadline))
+				ret = disr_commit(gs, &w);
+		}
 		/*
 		 * A guest probed that has answered nothing for a long time (a
 		 * hung or paused VM) is lost: its data would stop anyway.
@@ -2060,7 +2547,7 @@ int cmd_record(int argc, char **argv)
 			if (now_s() - heard_at < silent_s)
 				continue;
 			set_why(gs, "no message and no probe reply for %.0f s", now_s() - heard_at);
-			ret = guest_lost(gs, &w, &hc);
+			ret = guest_ended(gs, &w, &hc);
 		}
 		/* A new burst of probes for each guest whose interval has passed. */
 		for (g = 0; g < nr_guests && !ret; g++) {
@@ -2073,13 +2560,26 @@ int cmd_record(int argc, char **argv)
 			ret = send_probe(gs, &hc);
 			if (ret) {
 				set_why(gs, "sending a probe: %s", strerror(-ret));
-				ret = guest_lost(gs, &w, &hc);
+				ret = guest_ended(gs, &w, &hc);
 			}
 		}
 	}
 	if (child_running && !ret)
 		fprintf(stderr, "hgclock record: not waiting for %s (pid %d) any longer\n",
 			command[0], (int)child_pid);
+	/* A guest still being looked for is lost; a DISRUPTION waiting is written. */
+	for (g = 0; g < nr_guests; g++) {
+		int err = 0;
+
+		if (guests[g].following && !ret)
+			err = follow_gone(&guests[g], &w, &hc, "the recording ended before it came back");
+		else if (guests[g].following)
+			follow_stop(&guests[g]);
+		if (!err && !ret)
+			err = disr_commit(&guests[g], &w);
+		if (err && !ret)
+			ret = err;
+	}
 	for (g = 0; g < nr_guests; g++)
 		close_probe_channel(&guests[g]);
 	/*
@@ -2206,6 +2706,7 @@ int cmd_record(int argc, char **argv)
 	}
 out_map:
 	for (g = 0; g < nr_guests; g++) {
+		follow_stop(&guests[g]);
 		close_probe_channel(&guests[g]);
 		if (guests[g].fd >= 0)
 			close(guests[g].fd);

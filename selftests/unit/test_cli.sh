@@ -41,7 +41,12 @@ trap 'rm -rf "$tmp"' EXIT
 # And libtracecmd 3.1.6 leaks the clock name it reads from a version 6
 # file (extract_trace_clock()'s sscanf %ms, under
 # tracecmd_parse_trace_clock(), for each handle opened): also not ours.
-printf 'leak:tep_plugin_add_options\nleak:tracecmd_parse_trace_clock\n' >"$tmp/lsan.supp"
+# And libtraceevent 1.7.1 loses a few bytes (a strdup()) parsing some of
+# a 6.1 or 6.12 kernel's event formats, all of the stack libtraceevent's
+# under tep_parse_event(), called by tracecmd_open_head() (many-host.dat;
+# the handle itself, allocated outside it, is still checked).
+printf 'leak:tep_plugin_add_options\nleak:tracecmd_parse_trace_clock\nleak:tep_parse_event\n' \
+	>"$tmp/lsan.supp"
 export LSAN_OPTIONS="suppressions=$tmp/lsan.supp:print_suppressions=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
 # Whole stacks at allocation (libc has no frame pointers: the fast unwinder
 # stops in sscanf, above the library functions the suppressions name).
@@ -849,6 +854,111 @@ else
 	expect dat_output_is_input_refused 2 'guest.dat.*input'
 	unchanged dat_output_is_input_unchanged guest.dat
 	no_temp_left dat_no_temp_left
+	# A disruption (gen_disrupt adds one to a copy of the recording:
+	# guest 0 gone after the last host record): one mark, at the same
+	# time and in the same words, in the text (a DISRUPTION line), the
+	# JSON (a global instant) and the host's trace.dat (a print event
+	# that trace-cmd report shows; dat_compare.py with the rest).
+	if [ ! -x "$here/bin/gen_disrupt" ]; then
+		for t in disruption_marked_text disruption_marked_dat disruption_marked_json; do
+			skip "$t" "no $here/bin/gen_disrupt (make builds it with test_cli)"
+		done
+	elif "$here/bin/gen_disrupt" merge.hgc gone.hgc 0 2>gen.err; then
+		run -- merge gone.hgc host.dat guest.dat -o gone.txt --json gone.json --dat gone.dat
+		marks=$(grep -c '^hgclock  *[0-9.]*: DISRUPTION guest 0 (incarnation 0): gone, VM 201 (CID 3); it never came back$' gone.txt)
+		if [ "$rc" = 0 ] && [ "$marks" = 1 ] && [ "$(grep -c DISRUPTION gone.txt)" = 1 ] &&
+		   grep -q '1 of them disruption marks' <<<"$err"; then
+			ok disruption_marked_text
+		else
+			not_ok disruption_marked_text "exit $rc, $marks marks: ${err:0:200}"
+		fi
+		dat_report gone.dat gone-g0.dat >gone-report.txt
+		if msg=$(python3 "$top/tools/dat_compare.py" gone.txt gone-report.txt gone.dat) &&
+		   [ "$(grep -c 'print: .*hgclock: DISRUPTION guest 0 (incarnation 0): gone' gone-report.txt)" = 1 ]; then
+			ok disruption_marked_dat
+		else
+			not_ok disruption_marked_dat "${msg//$'\n'/ | }"
+		fi
+		t_text=$(sed -n 's/^hgclock  *\([0-9.]*\): DISRUPTION.*/\1/p' gone.txt)
+		if python3 -c '
+import json, sys
+t = json.load(open("gone.json"))
+m = [e for e in t["traceEvents"] if e.get("cat") == "hgclock" and e.get("ph") == "i"]
+want = round(float(sys.argv[1]) * 1e6, 3)
+sys.exit(not (len(m) == 1 and abs(float(m[0]["ts"]) - want) < 0.0005 and
+              m[0]["args"]["kind"] == "gone"))' "$t_text"; then
+			ok disruption_marked_json
+		else
+			not_ok disruption_marked_json "the JSON's hgclock instants are not the text's mark at $t_text"
+		fi
+	else
+		not_ok disruption_marked_text "gen_disrupt: $(head -c 200 gen.err)"
+	fi
+fi
+
+# ---- a host trace with a buffer instance (many-host.dat) --------------------------
+# The many scenario's host trace on 6.1 (selftests/data/capture.txt): its
+# top buffer holds the boot's sched events, its instance "many" KVM's
+# kvm_entry.  Both are the host's: "host buffer many N" in the summary,
+# "many: " before the task in the text.  Task names come from the saved
+# command lines and from what sched events teach, and libtraceevent's
+# answer depends on the order of its lookups and registrations (pid 2 is
+# "swapper/0" to trace-cmd report at 0.455846607, its saved name is
+# "kthreadd"): every output, every --threads and every filter must name
+# the tasks as trace-cmd report of the --dat file does.
+if [ -f "$data/many-host.dat" ]; then
+	cp "$data/many-host.dat" .
+elif [ -f "$data/many-host.dat.xz" ]; then
+	xz -dc "$data/many-host.dat.xz" >many-host.dat
+fi
+if [ ! -s many-host.dat ]; then
+	for t in instance_merged instance_names_any_output instance_names_filtered instance_dat_same_events; do
+		skip "$t" "no many-host.dat in $data"
+	done
+else
+	run -- merge merge.hgc many-host.dat --threads 1 -o inst1.txt
+	n_inst=$(grep -c '^host  *many: ' inst1.txt)
+	if [ "$rc" = 0 ] && [ "$n_inst" -gt 0 ] &&
+	   grep -q "host [0-9]*; host buffer many $n_inst;" <<<"$err" &&
+	   [ "$(grep -c '^host ' inst1.txt)" -gt "$n_inst" ]; then
+		ok instance_merged
+	else
+		not_ok instance_merged "exit $rc, $n_inst instance lines: ${err//$'\n'/ | }"
+	fi
+	bad=
+	for threads in 1 2 3; do
+		run -- merge merge.hgc many-host.dat --threads $threads -o inst-j$threads.txt \
+			--json inst-j$threads.json
+		cmp -s inst1.txt inst-j$threads.txt || bad+=" --threads $threads --json (exit $rc)"
+	done
+	if [ -z "$bad" ]; then
+		ok instance_names_any_output
+	else
+		not_ok instance_names_any_output "text differs from --threads 1 alone with:$bad"
+	fi
+	# Leaving the instance's events out keeps the names of the rest.
+	run -- merge merge.hgc many-host.dat --threads 2 --events sched -o instf.txt
+	if [ "$rc" = 0 ] && [ -s instf.txt ] &&
+	   cmp -s instf.txt <(grep -v '^host  *many: ' inst1.txt); then
+		ok instance_names_filtered
+	else
+		not_ok instance_names_filtered "exit $rc: not the unfiltered text's sched lines"
+	fi
+	if ! command -v trace-cmd >/dev/null; then
+		skip instance_dat_same_events "no trace-cmd (tools/deps.sh installs it)"
+	else
+		run -- merge merge.hgc many-host.dat -o instd.txt --json instd.json --dat inst.dat
+		dat_report inst.dat >inst-report.txt
+		msg=
+		if [ "$rc" = 0 ] &&
+		   msg=$(python3 "$top/tools/dat_compare.py" instd.txt inst-report.txt inst.dat) &&
+		   cmp -s instd.txt inst1.txt; then
+			ok instance_dat_same_events
+		else
+			not_ok instance_dat_same_events "exit $rc: ${msg//$'\n'/ | }"
+		fi
+	fi
+	rm -f many-host.dat inst*.json
 fi
 
 # ---- --perfetto: a native Perfetto trace (protobuf) -------------------------------

@@ -1061,7 +1061,7 @@ TEST_F(good, kvm_tsc_exact)
 /*
  * Guest sched_clock (and local_clock) through the guest's conversion,
  * KVM's offset and the host's cyc2ns, for guest times on both sides of
- * the change: within 2 ns of the truth.  With @in_bound, the error must
+ * the change: within 1 ns of the truth.  With @in_bound, the error must
  * also stay within the bound the result states.
  */
 static void check_kvm_sched(struct __test_metadata *_metadata, const struct hgsync *s,
@@ -1081,9 +1081,9 @@ static void check_kvm_sched(struct __test_metadata *_metadata, const struct hgsy
 			TH_LOG("vcpu %d h %llu", vcpu, (unsigned long long)h);
 		ASSERT_EQ(HGCOR_METHOD_KVM_EXACT, r.method)
 			TH_LOG("vcpu %d h %llu", vcpu, (unsigned long long)h);
-		ASSERT_GE(2, r.bound_ns);
+		ASSERT_GE(1, r.bound_ns);
 		e = absdiff(r.host_value, truth);
-		ASSERT_GE(2, e) TH_LOG("vcpu %d h %llu (%s the change): got %llu, truth %llu",
+		ASSERT_GE(1, e) TH_LOG("vcpu %d h %llu (%s the change): got %llu, truth %llu",
 				       vcpu, (unsigned long long)h, h < TC ? "before" : "after",
 				       (unsigned long long)r.host_value,
 				       (unsigned long long)truth);
@@ -1099,7 +1099,7 @@ static void check_kvm_sched(struct __test_metadata *_metadata, const struct hgsy
 		ASSERT_EQ(0, hgsync_to_host(s, 0, vcpu, HGSYNC_CLOCK_LOCAL,
 					    gns + GUEST_LOCAL_OFF, &r));
 		ASSERT_EQ(HGCOR_METHOD_KVM_EXACT, r.method);
-		ASSERT_GE(2, absdiff(r.host_value, truth + HOST_LOCAL_OFF));
+		ASSERT_GE(1, absdiff(r.host_value, truth + HOST_LOCAL_OFF));
 	}
 }
 

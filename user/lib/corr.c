@@ -38,6 +38,7 @@ _Static_assert(sizeof(struct hgcor_file_header) == 64, "file header is 64 bytes"
 _Static_assert(sizeof(struct hgcor_section) == 24, "section header is 24 bytes");
 _Static_assert(sizeof(struct hgcor_probe) == 64, "probe is 64 bytes");
 _Static_assert(sizeof(struct hgcor_guest_vm) == 32, "guest_vm is 32 bytes");
+_Static_assert(sizeof(struct hgcor_disruption) == 96, "disruption is 96 bytes");
 _Static_assert(sizeof(struct hgcor_segment) == 112, "segment is 112 bytes");
 _Static_assert(sizeof(struct hgcor_zstd_header) == 16, "zstd header is 16 bytes");
 
@@ -410,6 +411,9 @@ static int check_content(uint32_t type, const uint8_t *p, uint64_t len)
 	case HGCOR_SEC_GUEST_IDENTITY:
 		/* The strings' form is corr_check.c's (HGCOR_E_RANGE). */
 		return len == 8 + sizeof(struct hgcor_identity) ? HGCOR_OK : HGCOR_E_CONTENT;
+	case HGCOR_SEC_DISRUPTION:
+		/* Its values' ranges are corr_check.c's (HGCOR_E_RANGE). */
+		return len == sizeof(struct hgcor_disruption) ? HGCOR_OK : HGCOR_E_CONTENT;
 	default:
 		return HGCOR_OK;
 	}

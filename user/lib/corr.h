@@ -18,8 +18,9 @@
 
 #define HGCOR_MAGIC		"HGCLKCOR"
 #define HGCOR_VERSION_MAJOR	1	/* readers reject a larger major */
-#define HGCOR_VERSION_MINOR	4	/* readers accept any minor; 1.1: probes, segments; */
-					/* 1.2: CPU_MAP; 1.3: GUEST_IDENTITY; 1.4: ZSTD */
+#define HGCOR_VERSION_MINOR	5	/* readers accept any minor; 1.1: probes, segments; */
+					/* 1.2: CPU_MAP; 1.3: GUEST_IDENTITY; 1.4: ZSTD; */
+					/* 1.5: DISRUPTION */
 #define HGCOR_MAX_SECTION	(64u << 20)	/* bytes of one payload, also uncompressed */
 
 struct hgcor_file_header {
@@ -58,7 +59,8 @@ struct hgcor_section {
 #define HGCOR_SEC_CPU_MAP	10	/* u32 guest id, u32 0, struct hgcor_cpu_apic[] */
 #define HGCOR_SEC_GUEST_IDENTITY 11	/* u32 guest id, u32 0, struct hgcor_identity */
 #define HGCOR_SEC_ZSTD		12	/* struct hgcor_zstd_header, one zstd frame */
-#define HGCOR_SEC_MAX		12
+#define HGCOR_SEC_DISRUPTION	13	/* struct hgcor_disruption (1.5, optional) */
+#define HGCOR_SEC_MAX		13
 
 /*
  * A compressed section (format 1.4): the payload of an HGCOR_SEC_ZSTD
@@ -145,6 +147,56 @@ struct hgcor_identity {
 	char nodename[72];		/* uname nodename, 1 to 64 characters */
 	char machine_id[40];		/* /etc/machine-id, 32 hex digits, or "" */
 	char boot_id[40];		/* kernel boot id (UUID), or "" */
+};
+
+/* hgcor_disruption.kind */
+#define HGCOR_DISRUPT_RECONNECT	1	/* the same VM process: only the session broke */
+#define HGCOR_DISRUPT_MIGRATION	2	/* another VM process, -incoming from a socket */
+#define HGCOR_DISRUPT_RESTORE	3	/* another VM process, -incoming from a file/exec */
+#define HGCOR_DISRUPT_NEW_VM	4	/* another VM process, how it came unknown */
+#define HGCOR_DISRUPT_GONE	5	/* never came back within --follow-timeout */
+#define HGCOR_DISRUPT_REBOOT	6	/* it came back with another boot id: a new boot */
+#define HGCOR_DISRUPT_KIND_MAX	6
+
+/* hgcor_disruption.flags */
+#define HGCOR_DISRUPT_JUMP_KNOWN (1u << 0) /* guest_*_jump and jump_bound_ns measured */
+
+/* hgcor_disruption.next_guest_id when nothing follows (GONE) */
+#define HGCOR_NO_GUEST		0xffffffffu
+
+/*
+ * A guest's session ended and the recorder followed the guest (format
+ * 1.5, sync.rst "Migration and restore"): guest @guest_id (one
+ * incarnation: one VM process, one agent session) ended, and guest
+ * @next_guest_id, a later id of this file, is the same machine again (the
+ * same boot id), in VM process @new_vm_pid.  Its sections come after
+ * this one.  Host times: when the recorder found the session over
+ * (@host_tsc_lost, @host_local_ns_lost, the host's ftrace local clock)
+ * and when the new session's HELLO was answered (@host_tsc_back; 0 when
+ * GONE).  The jump, when JUMP_KNOWN: how far the guest's clocks moved
+ * against the host's across the disruption, (guest - host) after minus
+ * before, from the last probe before and the first after (their round
+ * trips: @jump_bound_ns); the exact TSC jump, where KVM's offsets are
+ * recorded, is the difference of the two VMs' offsets (hgclock dump
+ * prints it).  96 bytes.
+ */
+struct hgcor_disruption {
+	uint32_t guest_id;
+	uint32_t next_guest_id;		/* HGCOR_NO_GUEST: it never came back */
+	uint32_t kind;			/* HGCOR_DISRUPT_* */
+	uint32_t flags;			/* HGCOR_DISRUPT_JUMP_KNOWN */
+	int32_t old_vm_pid;		/* -1 when unknown */
+	int32_t new_vm_pid;		/* -1 when unknown or GONE */
+	uint32_t old_cid;		/* vsock CIDs, 0 for TCP */
+	uint32_t new_cid;
+	uint64_t host_tsc_lost;
+	uint64_t host_local_ns_lost;
+	uint64_t host_tsc_back;
+	uint64_t host_local_ns_back;
+	int64_t guest_tsc_jump;		/* guest TSC counts minus host TSC counts */
+	int64_t guest_local_jump_ns;	/* guest local clock ns minus host's */
+	uint64_t jump_bound_ns;		/* |error| of guest_local_jump_ns */
+	uint64_t reserved;		/* zero */
 };
 
 /* hgcor_segment.method */

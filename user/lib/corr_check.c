@@ -46,6 +46,7 @@ static const char *const section_names[] = {
 	[HGCOR_SEC_CPU_MAP] = "cpu_map",
 	[HGCOR_SEC_GUEST_IDENTITY] = "guest_identity",
 	[HGCOR_SEC_ZSTD] = "zstd",
+	[HGCOR_SEC_DISRUPTION] = "disruption",
 };
 
 /*
@@ -377,6 +378,39 @@ int hgcor_check_values2(uint32_t type, const uint8_t *p, uint64_t len, uint64_t 
 						   "character 0x%02x", fs[i].name,
 						   (unsigned char)fs[i].f[c]);
 		}
+		return HGCOR_OK;
+	}
+	case HGCOR_SEC_DISRUPTION: {
+		/*
+		 * Ids index the reader's guests, and a later incarnation has a
+		 * larger id: a chain of them can never loop.
+		 */
+		struct hgcor_disruption d;
+		bool gone;
+
+		memcpy(&d, p, sizeof(d));
+		gone = d.kind == HGCOR_DISRUPT_GONE;
+		if (d.kind < HGCOR_DISRUPT_RECONNECT || d.kind > HGCOR_DISRUPT_KIND_MAX)
+			return bad(&w, w.payload, "disruption kind %u", d.kind);
+		if (d.guest_id >= HGCOR_MAX_GUEST_ID)
+			return bad(&w, w.payload, "disruption of guest %u", d.guest_id);
+		if (gone ? d.next_guest_id != HGCOR_NO_GUEST :
+			   d.next_guest_id <= d.guest_id || d.next_guest_id >= HGCOR_MAX_GUEST_ID)
+			return bad(&w, w.payload, "disruption of guest %u followed by guest %u (%s)",
+				   d.guest_id, d.next_guest_id, gone ? "gone" : "not a later id");
+		if (d.old_vm_pid < -1 || d.new_vm_pid < -1 || (gone && d.new_vm_pid != -1))
+			return bad(&w, w.payload, "disruption VM pids %d -> %d", d.old_vm_pid,
+				   d.new_vm_pid);
+		if (d.flags & ~HGCOR_DISRUPT_JUMP_KNOWN || d.reserved)
+			return bad(&w, w.payload, "disruption flags 0x%x", d.flags);
+		if (gone ? d.host_tsc_back || d.host_local_ns_back :
+			   d.host_tsc_back < d.host_tsc_lost)
+			return bad(&w, w.payload, "disruption back at host TSC %llu, lost at %llu",
+				   (unsigned long long)d.host_tsc_back,
+				   (unsigned long long)d.host_tsc_lost);
+		if (!(d.flags & HGCOR_DISRUPT_JUMP_KNOWN) &&
+		    (d.guest_tsc_jump || d.guest_local_jump_ns || d.jump_bound_ns))
+			return bad(&w, w.payload, "disruption jump without JUMP_KNOWN");
 		return HGCOR_OK;
 	}
 	default:

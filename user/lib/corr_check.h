@@ -17,6 +17,8 @@
 #define HGCOR_MAX_CPUS		8192
 /* KVM vcpu_id: below KVM_MAX_VCPU_IDS for KVM_MAX_VCPUS 4096 (x86: 4 ids per vCPU). */
 #define HGCOR_MAX_VCPU_ID	16384
+/* Guest ids: the reader's limit (HGSYNC_MAX_GUESTS), incarnations included. */
+#define HGCOR_MAX_GUEST_ID	1024
 /* Conversions: shift of the product (cyc2ns <= 32, kvm-clock 32). */
 #define HGCOR_MAX_CONV_SHIFT	32
 /* Conversions: the pre-shift of the TSC delta (kvm-clock's tsc_shift). */

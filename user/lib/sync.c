@@ -72,6 +72,17 @@ const char *hgsync_method_name(uint32_t method)
 	}
 }
 
+const char *hgsync_disruption_name(uint32_t kind)
+{
+	static const char *const names[] = {
+		[HGCOR_DISRUPT_RECONNECT] = "reconnect", [HGCOR_DISRUPT_MIGRATION] = "migration",
+		[HGCOR_DISRUPT_RESTORE] = "restore", [HGCOR_DISRUPT_NEW_VM] = "new-vm",
+		[HGCOR_DISRUPT_GONE] = "gone", [HGCOR_DISRUPT_REBOOT] = "reboot",
+	};
+
+	return kind && kind <= HGCOR_DISRUPT_KIND_MAX ? names[kind] : "unknown";
+}
+
 int hgsync_method_parse(const char *name)
 {
 	if (!strcmp(name, "auto"))
@@ -341,18 +352,77 @@ int hgsync_to_host(const struct hgsync *s, uint32_t guest_id, int vcpu, uint32_t
 	return hgsync_to_host_by(s, guest_id, vcpu, clock, guest_value, 0, r);
 }
 
+uint32_t hgsync_guest_root(const struct hgsync *s, uint32_t guest_id)
+{
+	/* prev_id is always smaller (disruption_add()): this ends. */
+	while (guest_id < s->nr_guests && s->guests[guest_id].has_prev)
+		guest_id = s->guests[guest_id].prev_id;
+	return guest_id;
+}
+
+static int to_host_one(const struct hgsync *s, const struct hgsync_guest *g, int vcpu,
+		       uint32_t clock, uint64_t guest_value, uint32_t method,
+		       struct hgsync_result *r);
+
+/*
+ * Through a migration or restore (sync.rst, "Migration and restore"):
+ * one machine, several incarnations, each with its own VM, vCPU threads
+ * and TSC offsets.  Which one a guest value belongs to is not written
+ * on it, so each is tried, the newest first, and a mapping counts only
+ * if it lands in that incarnation's span, while its VM ran the guest.
+ * A value of an earlier incarnation, read through a later one's
+ * offsets, lands before the later VM's first entry (its guest clock
+ * resumed at or after the last value before); so the newest that
+ * accepts is the right one.
+ */
 int hgsync_to_host_by(const struct hgsync *s, uint32_t guest_id, int vcpu, uint32_t clock,
 		      uint64_t guest_value, uint32_t method, struct hgsync_result *r)
 {
-	const struct hgsync_guest *g;
+	uint32_t id;
+	int ret, first_err = -ENOENT;
+
+	memset(r, 0, sizeof(*r));
+	r->bound_ns = HGSYNC_NO_BOUND;
+	r->host_cpu = -1;
+	r->guest_id = guest_id;
+	if (guest_id >= s->nr_guests || clock < HGSYNC_CLOCK_TSC || clock > HGSYNC_CLOCK_LOCAL)
+		return -EINVAL;
+	if (!s->guests[guest_id].has_prev && !s->guests[guest_id].has_next)
+		return to_host_one(s, &s->guests[guest_id], vcpu, clock, guest_value, method, r);
+	/* The newest: next_id is always larger (disruption_add()), so this ends. */
+	for (id = guest_id; s->guests[id].has_next;)
+		id = s->guests[id].next_id;
+	for (;;) {
+		const struct hgsync_guest *g = &s->guests[id];
+		struct hgsync_result t;
+
+		ret = to_host_one(s, g, vcpu, clock, guest_value, method, &t);
+		t.guest_id = id;
+		if (!ret && t.host_tsc && t.host_tsc >= g->span_start_tsc &&
+		    t.host_tsc <= g->span_end_tsc) {
+			*r = t;
+			return 0;
+		}
+		/* Not there, or not while that VM ran: an earlier one's value. */
+		if (ret && ret != -ENOENT && first_err == -ENOENT)
+			first_err = ret;
+		if (!g->has_prev)
+			break;
+		id = g->prev_id;
+	}
+	return first_err;
+}
+
+static int to_host_one(const struct hgsync *s, const struct hgsync_guest *g, int vcpu,
+		       uint32_t clock, uint64_t guest_value, uint32_t method,
+		       struct hgsync_result *r)
+{
 	int ret;
 
 	memset(r, 0, sizeof(*r));
 	r->bound_ns = HGSYNC_NO_BOUND;
 	r->host_cpu = -1;
-	if (guest_id >= s->nr_guests || clock < HGSYNC_CLOCK_TSC || clock > HGSYNC_CLOCK_LOCAL)
-		return -EINVAL;
-	g = &s->guests[guest_id];
+	r->guest_id = g->id;
 	if (method == HGCOR_METHOD_KVM_EXACT)
 		return hgs_to_host_kvm(s, g, vcpu, clock, guest_value, r);
 	if (method == HGCOR_METHOD_PROBE || method == HGCOR_METHOD_EXIT ||

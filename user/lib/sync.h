@@ -201,6 +201,20 @@ struct hgsync_guest {
 	struct hgsync_mpair *mpairs;	/* marker pairings (hgsync_add_markpairs()) */
 	size_t nr_mpairs;
 	uint32_t marker_clock;		/* their clock, HGSYNC_CLOCK_*; 0 none */
+	/*
+	 * Incarnations (DISRUPTION sections; sync.rst, "Migration and
+	 * restore"): the same machine before (prev_id) and after (next_id)
+	 * a migration, restore or reconnection, each with its own VM and
+	 * session.  A later incarnation has a larger id.  The host TSC span
+	 * in which this one's VM ran the guest: from the first record of
+	 * its vCPUs (0 for the first incarnation) to their last exit
+	 * from the guest (UINT64_MAX for the last); a value converted
+	 * through this incarnation must land inside it
+	 * (hgsync_to_host_by()).
+	 */
+	int has_prev, has_next;
+	uint32_t prev_id, next_id;
+	uint64_t span_start_tsc, span_end_tsc;
 };
 
 /* hgsync_guest.id_flags */
@@ -233,6 +247,9 @@ struct hgsync {
 	unsigned int cap_guests;	/* entries allocated */
 	int has_file_segments;		/* the file carried a SEGMENTS section */
 	int complete;			/* the file had its END */
+	/* Every DISRUPTION section, in file order (checked: sync_load.c). */
+	struct hgcor_disruption *disr;
+	size_t nr_disr, cap_disr;
 };
 
 /* hgsync_load() flags */
@@ -277,6 +294,39 @@ int hgsync_build(struct hgsync *s);
 /* Whether guest @guest_id is in the file: with agent data or an agentless VM. */
 int hgsync_guest_known(const struct hgsync *s, uint32_t guest_id);
 
+/*
+ * The first incarnation of guest @guest_id's machine (itself when no
+ * DISRUPTION leads to it): merge and convert name a guest by it, and
+ * hgsync_to_host() follows the chain from there.
+ */
+uint32_t hgsync_guest_root(const struct hgsync *s, uint32_t guest_id);
+
+/* A DISRUPTION's kind (HGCOR_DISRUPT_*) as dump and merge print it. */
+const char *hgsync_disruption_name(uint32_t kind);
+
+/* What the host's records say of one disruption (hgsync_disruption_facts()). */
+struct hgsync_disr_facts {
+	int has_old_run;		/* the old VM's vCPUs were seen */
+	int has_new_run;		/* the new VM's vCPUs were seen */
+	int has_kvm_jump;		/* both VMs' vCPU 0 offsets are known */
+	uint64_t old_last_run_tsc;	/* host TSC: the old VM last seen running the guest */
+	uint64_t new_first_run_tsc;	/* host TSC: the new VM first entered it */
+	int64_t kvm_jump_tsc;		/* guest TSC counts: new offset - old offset */
+};
+
+/*
+ * For s->disr[@i]: when the old VM was last seen running the guest (the
+ * latest of its vCPUs' first entries, kvm-clock updates, made right
+ * before an entry, and exit pairings' host halves: scheduling records
+ * prove nothing, QEMU works on stopped vCPUs too) and when the new VM
+ * first did (its vCPUs' first entry), and the exact TSC jump from KVM's
+ * offsets of vCPU 0 (the old VM's then, the new VM's at its first
+ * entry; the same TSC scaling on both).  new_first_run_tsc -
+ * old_last_run_tsc bounds the host's blackout from above; the guest saw
+ * at most that plus the jump pass.  0, or -EINVAL for a bad @i.
+ */
+int hgsync_disruption_facts(const struct hgsync *s, size_t i, struct hgsync_disr_facts *f);
+
 struct hg_markpair;
 /*
  * Adds @n marker pairings of guest @guest_id (hg_markpair_collect() on its
@@ -306,6 +356,7 @@ struct hgsync_result {
 	int32_t host_cpu;	/* where the vCPU ran then, -1 if unknown */
 	uint64_t host_tsc;	/* the host TSC of host_value, 0 if unknown */
 	const struct hgcor_segment *seg;
+	uint32_t guest_id;	/* the incarnation that mapped it (has_prev/next) */
 };
 
 /*

@@ -655,9 +655,16 @@ int hgs_to_host_kvm(const struct hgsync *s, const struct hgsync_guest *g, int vc
 			return -ENODATA;
 		r->host_value += hc->conv.local_offset_ns;
 	}
-	/* Truncation: each side's formula floors, so one ns either way. */
+	/*
+	 * With both conversions exact, [ns_first, ns_last] holds exactly
+	 * the values the host's clock read while the guest's read
+	 * guest_value: the guest's flooring is the span of TSC counts, the
+	 * host's is the same formula applied here.  The middle is then
+	 * within spread of the truth, nothing more.  A derived conversion
+	 * floors a formula that is not the kernel's: one ns more.
+	 */
 	{
-		u128 b = (u128)gb + hb + spread + 1;
+		u128 b = (u128)gb + hb + spread + (gb || hb ? 1 : 0);
 
 		r->bound_ns = b >= HGSYNC_NO_BOUND ? HGSYNC_NO_BOUND : (uint64_t)b;
 	}

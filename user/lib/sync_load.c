@@ -307,6 +307,197 @@ static int join_pairs(const struct hgsync *s, struct hgsync_guest *g)
 	return 0;
 }
 
+/*
+ * A DISRUPTION section: kept for dump and merge, and, unless the guest
+ * never came back or came back as another boot, it links the two
+ * incarnations (hgsync_guest.prev_id/next_id).  Its ids index s->guests:
+ * checked here whatever corr_check.c said, and a link only from an
+ * earlier id to a later one, once each way, so that chains never loop.
+ */
+static int disruption_add(struct hgsync *s, const struct hgcor_disruption *d)
+{
+	struct hgsync_guest *old, *new;
+	int ret;
+
+	if (d->kind < HGCOR_DISRUPT_RECONNECT || d->kind > HGCOR_DISRUPT_KIND_MAX ||
+	    d->guest_id >= HGSYNC_MAX_GUESTS ||
+	    (d->next_guest_id != HGCOR_NO_GUEST &&
+	     (d->next_guest_id <= d->guest_id || d->next_guest_id >= HGSYNC_MAX_GUESTS)))
+		return HGCOR_E_CONTENT;
+	if (PUSH(s->disr, s->nr_disr, s->cap_disr, *d))
+		return -ENOMEM;
+	if (d->kind == HGCOR_DISRUPT_GONE || d->kind == HGCOR_DISRUPT_REBOOT ||
+	    d->next_guest_id == HGCOR_NO_GUEST)
+		return 0;
+	ret = guest_for(s, d->next_guest_id, &new);
+	if (!ret)
+		ret = guest_for(s, d->guest_id, &old);	/* new may have moved: taken again */
+	if (ret)
+		return ret;
+	new = &s->guests[d->next_guest_id];
+	if (old->has_next || new->has_prev)
+		return 0;	/* a second claim on either: the first stands */
+	old->has_next = new->has_prev = 1;
+	old->next_id = d->next_guest_id;
+	new->prev_id = d->guest_id;
+	return 0;
+}
+
+/* The DISRUPTION that ended incarnation @id and began the next, or NULL. */
+static const struct hgcor_disruption *disruption_after(const struct hgsync *s, uint32_t id)
+{
+	const struct hgsync_guest *g = &s->guests[id];
+
+	for (size_t i = 0; g->has_next && i < s->nr_disr; i++)
+		if (s->disr[i].guest_id == id && s->disr[i].next_guest_id == g->next_id)
+			return &s->disr[i];
+	return NULL;
+}
+
+/*
+ * When vCPU thread @v last stopped running: the record after its last
+ * RUN or SEEN (they follow the thread's scheduling, in the guest or not).
+ * false when it was still running at its last record, or never seen.
+ */
+static bool vcpu_last_exit(const struct hgsync_vcpu *v, uint64_t *host_tsc)
+{
+	for (size_t w = v->nr_where; w-- > 0;)
+		if (v->where[w].running) {
+			if (w + 1 >= v->nr_where)
+				return false;
+			*host_tsc = v->where[w + 1].host_tsc;
+			return true;
+		}
+	return false;
+}
+
+/* The offset record of @v in force at @host_tsc (the last at or before it), or NULL. */
+static const struct hgsync_offset *vcpu_offset_at(const struct hgsync_vcpu *v, uint64_t host_tsc)
+{
+	const struct hgsync_offset *o = NULL;
+
+	for (size_t i = 0; i < v->nr_off && v->off[i].host_tsc <= host_tsc; i++)
+		o = &v->off[i];
+	return o;
+}
+
+/*
+ * Each incarnation's host TSC span (hgsync_guest.span_start_tsc): from
+ * its VM's first vCPU record, the first VM entry of a VM that a
+ * migration or restore started, to its vCPUs' last exit from the guest.  A VM that is not known
+ * (no records of it) falls back on the recorder's times: from when the
+ * previous session was found over, to when the next one began.  Two
+ * incarnations in one VM process (a reconnection) meet at the
+ * disruption's times, where either maps a value the same.
+ */
+static void incarnation_spans(struct hgsync *s)
+{
+	for (unsigned int i = 0; i < s->nr_guests; i++) {
+		struct hgsync_guest *g = &s->guests[i];
+		const struct hgcor_disruption *before = NULL, *after;
+		uint64_t first = UINT64_MAX, last = 0;
+
+		g->span_start_tsc = 0;
+		g->span_end_tsc = UINT64_MAX;
+		if (g->has_prev)
+			before = disruption_after(s, g->prev_id);
+		after = disruption_after(s, i);
+		/* Gone, or rebooted: this session ended too, with nothing linked after it. */
+		for (size_t k = 0; !after && k < s->nr_disr; k++)
+			if (s->disr[k].guest_id == i)
+				after = &s->disr[k];
+		for (size_t k = 0; g->vm.vm_pid > 0 && k < s->nr_vcpus; k++) {
+			const struct hgsync_vcpu *v = &s->vcpus[k];
+			uint64_t out;
+
+			if (v->vm_pid != g->vm.vm_pid || !v->nr_where)
+				continue;
+			/* Its start: the first record of a thread is its first VM entry (SEEN). */
+			if (v->where[0].host_tsc < first)
+				first = v->where[0].host_tsc;
+			/*
+			 * Its end: its threads' last switch away (a loose end:
+			 * QEMU's own work on a stopped vCPU, saving and tearing
+			 * it down, still switches it in and out; the newest
+			 * incarnation is tried first for that reason).
+			 */
+			if (!vcpu_last_exit(v, &out))
+				out = UINT64_MAX;
+			if (out > last)
+				last = out;
+		}
+		if (before)
+			g->span_start_tsc = first != UINT64_MAX &&
+					    before->old_vm_pid != before->new_vm_pid ?
+					    first : before->host_tsc_lost;
+		if (after)
+			g->span_end_tsc = last && after->old_vm_pid != after->new_vm_pid ?
+					  last : after->host_tsc_back;
+	}
+}
+
+int hgsync_disruption_facts(const struct hgsync *s, size_t i, struct hgsync_disr_facts *f)
+{
+	const struct hgcor_disruption *d;
+	const struct hgsync_offset *old_off = NULL, *new_off = NULL;
+
+	memset(f, 0, sizeof(*f));
+	if (i >= s->nr_disr)
+		return -EINVAL;
+	d = &s->disr[i];
+	f->new_first_run_tsc = UINT64_MAX;
+	for (size_t k = 0; k < s->nr_vcpus; k++) {
+		const struct hgsync_vcpu *v = &s->vcpus[k];
+
+		if (!v->nr_where || v->vm_pid <= 0)
+			continue;
+		if (v->vm_pid == d->old_vm_pid && d->old_vm_pid != d->new_vm_pid) {
+			/*
+			 * The last sign that the old VM ran the guest: its
+			 * first entry, a kvm-clock update (made right before an
+			 * entry).  Its threads' scheduling records go on after
+			 * it stopped (QEMU saves and tears the vCPUs down), so
+			 * they prove nothing.  Exit pairings come below.
+			 */
+			uint64_t t = v->where[0].host_tsc;
+
+			if (v->nr_pv && v->pv[v->nr_pv - 1].host_tsc > t)
+				t = v->pv[v->nr_pv - 1].host_tsc;
+			if (!f->has_old_run || t > f->old_last_run_tsc)
+				f->old_last_run_tsc = t;
+			f->has_old_run = 1;
+		} else if (v->vm_pid == d->new_vm_pid && d->new_vm_pid != d->old_vm_pid) {
+			if (v->where[0].host_tsc < f->new_first_run_tsc)
+				f->new_first_run_tsc = v->where[0].host_tsc;
+			f->has_new_run = 1;
+			/* In force at its first entry: not the creation offset before the restore. */
+			if (v->vcpu_id == 0)
+				new_off = vcpu_offset_at(v, v->where[0].host_tsc);
+		}
+	}
+	if (!f->has_new_run)
+		f->new_first_run_tsc = 0;
+	/* An exit pairing's host half: the guest ran a CPUID there. */
+	for (size_t k = 0; k < s->nr_hpairs; k++)
+		if (s->hpairs[k].vm_pid == d->old_vm_pid && d->old_vm_pid != d->new_vm_pid &&
+		    d->old_vm_pid > 0 && (!f->has_old_run || s->hpairs[k].hdr.tsc > f->old_last_run_tsc)) {
+			f->old_last_run_tsc = s->hpairs[k].hdr.tsc;
+			f->has_old_run = 1;
+		}
+	/* vCPU 0's offset then: what the guest ran with last, not what came after. */
+	for (size_t k = 0; f->has_old_run && k < s->nr_vcpus; k++)
+		if (s->vcpus[k].vm_pid == d->old_vm_pid && s->vcpus[k].vcpu_id == 0)
+			old_off = vcpu_offset_at(&s->vcpus[k], f->old_last_run_tsc);
+	/* At one host TSC, the guest TSCs differ by the offsets' difference (same scaling). */
+	if (old_off && new_off && old_off->known == new_off->known &&
+	    (!old_off->known || (old_off->tsc_ratio == new_off->tsc_ratio &&
+				 old_off->tsc_frac_bits == new_off->tsc_frac_bits))) {
+		f->kvm_jump_tsc = (int64_t)(new_off->tsc_offset - old_off->tsc_offset);
+		f->has_kvm_jump = 1;
+	}
+	return 0;
+}
+
 int hgsync_load(struct hgsync *s, const void *buf, size_t len, int flags, size_t *err_pos)
 {
 	struct hgcor_reader r;
@@ -370,6 +561,13 @@ int hgsync_load(struct hgsync *s, const void *buf, size_t len, int flags, size_t
 			g->vm = vm;
 			break;
 		}
+		case HGCOR_SEC_DISRUPTION: {
+			struct hgcor_disruption d;
+
+			memcpy(&d, v.payload, sizeof(d));
+			ret = disruption_add(s, &d);
+			break;
+		}
 		case HGCOR_SEC_SEGMENTS: {
 			size_t n = v.length / sizeof(struct hgcor_segment);
 
@@ -418,6 +616,7 @@ int hgsync_load(struct hgsync *s, const void *buf, size_t len, int flags, size_t
 		qsort(s->hpairs, s->nr_hpairs, sizeof(*s->hpairs), cmp_hpair);
 	for (unsigned int i = 0; i < s->nr_guests; i++)
 		s->guests[i].agentless = !s->guests[i].present && s->guests[i].vm.vm_pid > 0;
+	incarnation_spans(s);
 	for (unsigned int i = 0; i < s->nr_guests; i++) {
 		ret = hgs_identity_setup(s, &s->guests[i]);
 		if (!ret)
@@ -464,5 +663,6 @@ void hgsync_free(struct hgsync *s)
 		free(g->vcpu_cpu);
 	}
 	free(s->guests);
+	free(s->disr);
 	memset(s, 0, sizeof(*s));
 }
