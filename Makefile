@@ -103,7 +103,8 @@ SELFTESTS := $(BUILD)/selftests/hgclock_test $(BUILD)/selftests/ring_test \
 UNIT_TESTS := $(BUILD)/unit/test_json $(BUILD)/unit/test_lib $(BUILD)/unit/test_corr \
 	$(BUILD)/unit/test_sync $(BUILD)/unit/test_merge $(BUILD)/unit/test_cli \
 	$(BUILD)/unit/test_identity $(BUILD)/unit/test_vmfind $(BUILD)/unit/test_markpair \
-	$(BUILD)/unit/test_manyguests $(BUILD)/unit/test_libso $(BUILD)/unit/test_kernelshark
+	$(BUILD)/unit/test_manyguests $(BUILD)/unit/test_libso $(BUILD)/unit/test_kernelshark \
+	$(BUILD)/unit/test_disrupt
 BENCHES := $(BUILD)/bench/bench_read_clock $(BUILD)/bench/bench_ring \
 	$(BUILD)/bench/bench_pingpong $(BUILD)/bench/bench_compress
 
@@ -215,6 +216,17 @@ $(BUILD)/unit/test_sync: selftests/unit/test_sync.c selftests/unit/gen.h $(LIB) 
 	@mkdir -p $(dir $@)
 	$(CC) $(SELFTEST_CFLAGS) -o $@ selftests/unit/test_sync.c $(LIB) $(ZSTD_LIBS) -lm
 
+# Migration and restore: DISRUPTION sections, incarnations (sync.rst)
+$(BUILD)/unit/test_disrupt: selftests/unit/test_disrupt.c selftests/unit/gen.h $(LIB) $(KSFT_HDR)
+	@mkdir -p $(dir $@)
+	$(CC) $(SELFTEST_CFLAGS) -o $@ selftests/unit/test_disrupt.c $(LIB) $(ZSTD_LIBS) -lm
+
+# test_cli.sh's helper (in bin/: not a test program, asan-check runs those): a
+# recording with a disruption added, for merge's marks
+$(BUILD)/unit/bin/gen_disrupt: selftests/unit/gen_disrupt.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(SELFTEST_CFLAGS) -o $@ selftests/unit/gen_disrupt.c $(LIB) $(ZSTD_LIBS) -lm
+
 # vCPU identity: guest CPUs to KVM vcpu_ids (sync.rst)
 $(BUILD)/unit/test_identity: selftests/unit/test_identity.c selftests/unit/gen.h $(LIB) $(KSFT_HDR)
 	@mkdir -p $(dir $@)
@@ -228,7 +240,8 @@ $(BUILD)/unit/test_manyguests: selftests/unit/test_manyguests.c $(LIB) $(KSFT_HD
 
 # Real recordings (selftests/data/capture.sh), unpacked next to the test.
 MERGE_DATA := $(BUILD)/unit/data/merge.hgc $(BUILD)/unit/data/host.dat \
-	$(BUILD)/unit/data/guest.dat $(BUILD)/unit/data/perf-sample.data
+	$(BUILD)/unit/data/guest.dat $(BUILD)/unit/data/perf-sample.data \
+	$(BUILD)/unit/data/many-host.dat
 $(BUILD)/unit/data/%: selftests/data/%.xz
 	@mkdir -p $(dir $@)
 	xz -dc $< >$@.tmp && mv $@.tmp $@
@@ -246,7 +259,7 @@ $(BUILD)/unit/test_merge: selftests/unit/test_merge.c user/merge.c user/merge_ou
 
 # The tool's command line against the recording and the docs (a script;
 # it finds the source tree's Documentation through @TOP@).
-$(BUILD)/unit/test_cli: selftests/unit/test_cli.sh $(TOOL) $(MERGE_DATA)
+$(BUILD)/unit/test_cli: selftests/unit/test_cli.sh $(TOOL) $(MERGE_DATA) $(BUILD)/unit/bin/gen_disrupt
 	@mkdir -p $(dir $@)
 	sed 's|@TOP@|$(CURDIR)|' $< >$@.tmp && chmod +x $@.tmp && mv $@.tmp $@
 

@@ -239,7 +239,8 @@ fi
 # A guest that cannot be reached is noted and the others go on (exit 0,
 # complete file); with --require-all nothing is recorded (exit 1).  A
 # loopback agent (TCP, this VM's own module) killed mid-recording is
-# noted as lost too, and the file keeps what it sent.
+# looked for (--follow-timeout 1 here), then noted as lost too, with a
+# DISRUPTION that says it never came back; the file keeps what it sent.
 check record_guest_unreachable_noted sh -c "'$tool' record -o /tmp/rec4.hgc --duration 1 --guest tcp:127.0.0.1:7199 2>/tmp/rec4.err;
 	[ \$? -eq 0 ] && grep -q 'guest 0 (tcp:127.0.0.1:7199) lost .*refused' /tmp/rec4.err &&
 	'$tool' dump /tmp/rec4.hgc | grep -q '^note: guest 0 (tcp:127.0.0.1:7199) lost at host_tsc [1-9]' &&
@@ -250,19 +251,54 @@ check record_guest_unreachable_require_all sh -c "rm -f /tmp/rec4b.hgc;
 "$tool" agent --tcp 127.0.0.1 --peer 127.0.0.1 --port 7301 2>/tmp/agent7.err &
 agent=$!
 sleep 0.5
-"$tool" record -o /tmp/rec7.hgc --guest tcp:127.0.0.1:7301 --guest tcp:127.0.0.1:7199 2>/tmp/rec7.err &
+"$tool" record -o /tmp/rec7.hgc --follow-timeout 1 --guest tcp:127.0.0.1:7301 \
+	--guest tcp:127.0.0.1:7199 2>/tmp/rec7.err &
 recorder=$!
 wait_file "/tmp/rec7.hgc.tmp-*"
 sleep 2
 kill -KILL $agent
-sleep 1.5
+sleep 3
 kill -HUP $recorder
 wait $recorder
 rc=$?
 check record_guest_dies_others_go_on sh -c "[ $rc -eq 0 ] &&
 	[ \$('$tool' dump /tmp/rec7.hgc | grep -c '^note: guest [01] (tcp:127.0.0.1:7[0-9]*) lost at') -eq 2 ] &&
 	'$tool' dump --summary /tmp/rec7.hgc | grep -q 'guest_info' &&
-	'$tool' dump --summary /tmp/rec7.hgc | grep -q ', complete' && grep -q '2 of 2 guests lost' /tmp/rec7.err"
+	'$tool' dump --summary /tmp/rec7.hgc | grep -q ', complete' && grep -q '2 of 2 guests lost' /tmp/rec7.err &&
+	grep -q 'guest 0 (tcp:127.0.0.1:7301) lost .*did not come back within 1 s' /tmp/rec7.err &&
+	'$tool' dump /tmp/rec7.hgc | grep -q '^disruption: guest0 (VM -1, CID 0) lost at host_tsc [1-9].* never came back'"
+# A session that breaks is followed (--follow-timeout): the agent killed
+# and started again on the same address is found again, and the
+# recording goes on with it under a new guest id, a DISRUPTION between
+# (kind reconnect: no VM here, the same address).
+"$tool" agent --tcp 127.0.0.1 --peer 127.0.0.1 --port 7302 2>/tmp/agent8.err &
+agent=$!
+sleep 0.5
+"$tool" record -o /tmp/rec8.hgc --follow-timeout 30 --guest tcp:127.0.0.1:7302 2>/tmp/rec8.err &
+recorder=$!
+wait_file "/tmp/rec8.hgc.tmp-*"
+sleep 2
+kill -KILL $agent
+wait $agent 2>/dev/null
+sleep 1
+"$tool" agent --tcp 127.0.0.1 --peer 127.0.0.1 --port 7302 2>/tmp/agent8b.err &
+agent=$!
+for i in $(seq 1 100); do
+	grep -q 'is back after' /tmp/rec8.err && break
+	sleep 0.1
+done
+sleep 1.5
+kill -HUP $recorder
+wait $recorder
+rc=$?
+kill $agent 2>/dev/null
+wait $agent 2>/dev/null
+check record_follows_reconnect sh -c "[ $rc -eq 0 ] &&
+	grep -q 'guest 0 (tcp:127.0.0.1:7302): session broken' /tmp/rec8.err &&
+	grep -q 'guest 0 (tcp:127.0.0.1:7302) is back after [0-9.]* s as guest 1' /tmp/rec8.err &&
+	'$tool' dump /tmp/rec8.hgc | grep -q '^disruption: guest0 -> guest1, reconnect: VM -1 (CID 0) -> VM -1 (CID 0); session lost at host_tsc [1-9][0-9]* .*, back at host_tsc [1-9]' &&
+	[ \$('$tool' dump --summary /tmp/rec8.hgc | grep -c 'section guest_info') -eq 2 ] &&
+	! grep -q 'lost [0-9.]* s into' /tmp/rec8.err && '$tool' dump --summary /tmp/rec8.hgc | grep -q ', complete'"
 check agent_tcp_needs_peer sh -c "'$tool' agent --tcp 127.0.0.1 2>/dev/null; [ \$? -eq 2 ]"
 check record_bad_probe_burst sh -c "'$tool' record -o /tmp/rec5.hgc --probe-burst 0 2>/tmp/rec5.err;
 	[ \$? -eq 2 ] && grep -q 'probe-burst wants a count' /tmp/rec5.err && [ ! -e /tmp/rec5.hgc ]"

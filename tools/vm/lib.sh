@@ -375,6 +375,24 @@ vm_qemu_cmd() {
 	VM_QEMU+=("${VM_QEMU_EXTRA[@]}")
 }
 
+# vm_boot_hold_events: kernel command line words for the nested scenarios'
+# host VM: the scheduler's tracepoints that hgclock.ko attaches to
+# (hg_sched_tps in module/track.c), enabled by the kernel itself as it
+# boots, in the top tracefs instance, before its other CPUs start: their
+# first probe's text patches (the static key, the static call) are made
+# where no other CPU can run stale code.  The holds later
+# (hold_module_events in nested-lib.sh) then add the second probe, whose
+# patch (the static call to the iterator) is made in a shell's write,
+# not in hgclock's insmod, and the third; insmod and everything after
+# patch nothing for these four.  The guests boot without it, as before
+# (their insmod's stall was never seen; the nested tracking scenario on
+# 6.1 hung twice at its guest's TSC write with holds in the guest,
+# cause not established).
+vm_module_events="sched:sched_switch sched:sched_migrate_task sched:sched_process_exit sched:sched_process_exec"
+vm_boot_hold_events() {
+	echo "trace_event=${vm_module_events// /,}"
+}
+
 # vm_perf_guest_files: the same for perf (Debian's linux-perf) and the
 # libraries it needs that trace-cmd's do not bring; nothing without perf.
 vm_perf_guest_files() {
