@@ -255,6 +255,46 @@ sed 's/__flush_work.isra.0+0x180\/0x2a0/hg_ring_drain+0x40\/0x90 [hgclock]/' \
 	"$tmp/hung/kernel.log" >"$tmp/hung/kernel.log.ours"
 mv "$tmp/hung/kernel.log.ours" "$tmp/hung/kernel.log"
 expect hung_task_kernel_log_names_hgclock ours "hg_ring_drain+0x40/0x90 [hgclock]" -- --rc 124 "$tmp/hung.out" "$tmp/hung"
+# The console itself with the stack (stage2's console loglevel 7): the
+# VM's userspace stuck, no kernel.log (CI 2026-12-04, nested merge 6.12:
+# "CPU 3/KVM" and a busybox hung, sysrq unanswered).  Its vCPU thread
+# waits for a page of qemu's text from the 9p root.
+mkdir -p "$tmp/hung9p"
+cat >"$tmp/hung9p/console.log" <<'EOF2'
+[    4.086199] hgclock: loading out-of-tree module taints kernel.
+[  364.136225] INFO: task CPU 3/KVM:343 blocked for more than 121 seconds.
+[  364.143918]       Tainted: G           OE      6.12.118+deb12-amd64 #1 Debian 6.12.118-1~deb12u1
+[  364.146165] "echo 0 > /proc/sys/kernel/hung_task_timeout_secs" disables this message.
+[  364.146170] task:CPU 3/KVM       state:D stack:0     pid:343   tgid:330   ppid:300    flags:0x00004002
+[  364.146171] Call Trace:
+[  364.146172]  <TASK>
+[  364.146173]  __schedule+0x3f8/0xb40
+[  364.146174]  schedule+0x27/0xf0
+[  364.146175]  p9_client_rpc+0x1a7/0x3c0 [9pnet]
+[  364.146176]  ? __pfx_autoremove_wake_function+0x10/0x10
+[  364.146177]  p9_client_read_once+0x11b/0x180 [9pnet]
+[  364.146178]  p9_client_read+0x5b/0x80 [9pnet]
+[  364.146179]  v9fs_issue_read+0x3e/0xa0 [9p]
+[  364.146180]  netfs_read_folio+0x16b/0x2c0 [netfs]
+[  364.146181]  filemap_read_folio+0x3f/0xb0
+[  364.146182]  filemap_fault+0x6e5/0xb70
+[  364.146183]  __do_fault+0x33/0x130
+[  364.146184]  do_fault+0x2d0/0x4c0
+[  364.146185]  handle_mm_fault+0x7a5/0xf90
+[  364.146186]  do_user_addr_fault+0x1f2/0x680
+[  364.146187]  exc_page_fault+0x76/0x170
+[  364.146188]  asm_exc_page_fault+0x26/0x30
+[  364.146189] RIP: 0033:0x5601c2a4b1d0
+[  364.146190] RSP: 002b:00007f3b5d7fd6c8 EFLAGS: 00010246
+[  364.146191]  </TASK>
+EOF2
+printf '%s\n' 'ok 8 nested.untracked_silent' 'run: the hung VM did not answer sysrq (its userspace is stuck too)' \
+	'run: TIMEOUT: killed the VM after 600 s' >"$tmp/hung9p.out"
+expect hung_task_console_stack infra "at p9_client_rpc+0x1a7/0x3c0 [9pnet]" -- --rc 124 "$tmp/hung9p.out" "$tmp/hung9p"
+sed 's/p9_client_read_once+0x11b\/0x180 \[9pnet\]/hg_track_sched_switch+0x5c\/0x120 [hgclock]/' \
+	"$tmp/hung9p/console.log" >"$tmp/hung9p/console.log.ours"
+mv "$tmp/hung9p/console.log.ours" "$tmp/hung9p/console.log"
+expect hung_task_console_stack_names_hgclock ours "hg_track_sched_switch+0x5c/0x120 [hgclock]" -- --rc 124 "$tmp/hung9p.out" "$tmp/hung9p"
 
 # A panic in a kernel where hgclock is loaded: tools/vm/run's kernel.log
 # is written by a process in the VM, which the panic stops at its first
