@@ -23,14 +23,17 @@
       given to the new VM's threads), and each VM has readings.
 
   check_moves.py guest_mode TOOL CORR CONSOLE HOST_DAT
-      HOST_DAT: trace-cmd's recording of the host's kvm_entry and
-      kvm_exit (clock local: host ns).  Every reading the trace covers
-      (after its first event), its local clock value mapped to host ns
-      (within its bound), lies in a guest-mode interval: after a
-      kvm_entry of the thread it maps to, on the host CPU it is annotated
-      with, and before that thread's next kvm_exit.  The readings after
-      each move are in the new VM's threads' intervals (readings maps
-      them there).
+      HOST_DAT: trace-cmd's recording of the host's kvm_entry, and
+      kvm_exit or the vCPU threads' sched_switch (clock local: host
+      ns); where it has a "many" instance, only that instance's events
+      (the top buffer holds what the host VM traced from its boot).
+      Every reading the trace covers (after its first event), its local
+      clock value mapped to host ns (within its bound), lies in a
+      guest-mode interval: after a kvm_entry of the thread it maps to,
+      on the host CPU it is annotated with, and before that thread's
+      next event (its kvm_exit, its switch-out, or without either its
+      next kvm_entry).  The readings after each move are in the new
+      VM's threads' intervals (readings maps them there).
 
   check_moves.py merge TOOL CORR HOST_DAT DUMP OUTDIR
       hgclock merge of CORR and the host's trace HOST_DAT into OUTDIR
@@ -176,35 +179,49 @@ def readings(tool, corr, console, threads_path, pids_arg):
 
 
 def host_kvm_events(host_dat):
-    """{tid: ([host_ns...], [(is_entry, cpu)...])} from trace-cmd report -t
-    (clock local: ns), in time order per thread; and the first event's
-    time."""
+    """{tid: ([host_ns...], [(kind, cpu)...])} from trace-cmd report -t
+    (clock local: ns), in time order per thread, kind "entry", "exit" or
+    "out" (a sched_switch the thread made: it left the CPU); the first
+    event's time; and the count of each kind.  A file with a "many"
+    instance: only its lines ("many:" before the task), since the top
+    buffer holds the host VM's boot-time sched_switch, which would move
+    the trace's start to the boot."""
     p = subprocess.run(["trace-cmd", "report", "-t", "-i", host_dat],
                        capture_output=True, text=True, timeout=600)
     if p.returncode:
         fail("trace-cmd report %s: exit %d: %s" % (host_dat, p.returncode, p.stderr.strip()[-300:]))
+    lines = p.stdout.splitlines()
+    if any(l.startswith("many:") for l in lines):
+        lines = [l for l in lines if l.startswith("many:")]
     ev = {}
     first = None
-    pat = re.compile(r"-(\d+)\s+\[(\d+)\]\s+(?:\S+\s+)?(\d+)\.(\d+):\s+(kvm_entry|kvm_exit):")
-    for line in p.stdout.splitlines():
+    counts = {"entry": 0, "exit": 0, "out": 0}
+    kinds = {"kvm_entry": "entry", "kvm_exit": "exit", "sched_switch": "out"}
+    # The task column is the thread that made the event: for
+    # sched_switch, prev (the filter's prev_pid), the one leaving.
+    pat = re.compile(r"-(\d+)\s+\[(\d+)\]\s+(?:\S+\s+)?(\d+)\.(\d+):\s+"
+                     r"(kvm_entry|kvm_exit|sched_switch):")
+    for line in lines:
         m = pat.search(line)
         if not m:
             continue
         tid, cpu = int(m.group(1)), int(m.group(2))
         ts = int(m.group(3)) * 10**9 + int(m.group(4).ljust(9, "0")[:9])
         first = ts if first is None else min(first, ts)
-        ev.setdefault(tid, []).append((ts, m.group(5) == "kvm_entry", cpu))
+        kind = kinds[m.group(5)]
+        counts[kind] += 1
+        ev.setdefault(tid, []).append((ts, kind, cpu))
     out = {}
     for tid, l in ev.items():
         l.sort(key=lambda e: e[0])
         out[tid] = ([e[0] for e in l], [(e[1], e[2]) for e in l])
-    return out, first
+    return out, first, counts
 
 
 def guest_mode(tool, corr, console, host_dat):
-    ev, first = host_kvm_events(host_dat)
-    if first is None:
-        fail("no kvm_entry or kvm_exit in %s" % host_dat)
+    ev, first, counts = host_kvm_events(host_dat)
+    if first is None or not counts["entry"]:
+        fail("no kvm_entry in %s" % host_dat)
     marks = hgmarks(console)
     loc = convert(tool, corr, "local", ["%d %d\n" % (c, s) for c, _, s, _ in marks])
     inside = before = 0
@@ -219,15 +236,18 @@ def guest_mode(tool, corr, console, host_dat):
         ts, what = ev.get(tid, ([], []))
         k = bisect.bisect_right(ts, h - b) - 1
         if k < 0:
-            fail("reading %d (host ns %d, thread %d): no kvm_entry of that thread before it"
-                 " (its first event at %s)" % (i, h, tid, ts[0] if ts else "none"))
-        is_entry, ecpu = what[k]
+            fail("reading %d (host ns %d, thread %d): no event of that thread before it"
+                 " (its first at %s)" % (i, h, tid, ts[0] if ts else "none"))
+        kind, ecpu = what[k]
         if k + 1 < len(ts) and ts[k + 1] < h + b:
             fail("reading %d (host %d +-%d ns, thread %d): its thread's next event at %d is"
                  " inside its bound" % (i, h, b, tid, ts[k + 1]))
-        if not is_entry:
+        if kind == "exit":
             fail("reading %d (host ns %d, thread %d): in host mode, after its kvm_exit at %d" %
                  (i, h, tid, ts[k]))
+        if kind == "out":
+            fail("reading %d (host ns %d, thread %d): its thread was switched out of CPU %d"
+                 " at %d and had not entered the guest since" % (i, h, tid, ecpu, ts[k]))
         if ecpu != cpu:
             fail("reading %d (host ns %d, thread %d): annotated host CPU %d, its kvm_entry"
                  " at %d was on CPU %d" % (i, h, tid, cpu, ts[k], ecpu))
@@ -236,11 +256,16 @@ def guest_mode(tool, corr, console, host_dat):
     if inside == 0 or len(per_vm) < 3:
         fail("%d readings in the trace's span, by VM %s: expected readings of all three VMs"
              % (inside, per_vm))
-    exits = any(not e for _, what in ev.values() for e, _ in what)
+    if counts["exit"]:
+        how = "in guest mode (after a kvm_entry, before the next kvm_exit)"
+    elif counts["out"]:
+        how = "after a kvm_entry and before the thread's next entry or switch-out"
+    else:
+        how = "after a kvm_entry and before the next one (no kvm_exit or switch-out traced)"
     print("check_moves: %d readings %s of their vCPU thread on their annotated host CPU"
-          " (by VM %s), %d before the host trace began" %
-          (inside, "in guest mode" if exits else
-           "after a kvm_entry and before the next one (no kvm_exit traced)", per_vm, before))
+          " (by VM %s), %d before the host trace began; the trace: %d kvm_entry,"
+          " %d kvm_exit, %d switch-outs" %
+          (inside, how, per_vm, before, counts["entry"], counts["exit"], counts["out"]))
     return 0
 
 
