@@ -27,17 +27,23 @@ guest_send() {
 	echo "$1" >/tmp/guestctl.in
 }
 
-# guest_vcpu_tids: "vcpu_index tid" lines, from qemu's thread names
-# ("CPU N/KVM", with -name ...,debug-threads=on).
-guest_vcpu_tids() {
+# vm_vcpu_tids PID: "vcpu_index tid" lines of QEMU PID's vCPU threads
+# now, from their names ("CPU N/KVM", with -name ...,debug-threads=on),
+# by vCPU index; nothing once QEMU is gone.
+vm_vcpu_tids() {
 	local t comm
 
-	for t in /proc/"$HGCLOCK_GUEST_PID"/task/*; do
+	for t in /proc/"$1"/task/*; do
 		comm=$(cat "$t/comm" 2>/dev/null) || continue
 		case $comm in
-		"CPU "*/KVM) echo "${comm#CPU } ${t##*/}" | sed 's|/KVM||' ;;
+		"CPU "*/KVM) comm=${comm#CPU }; echo "${comm%/KVM} ${t##*/}" ;;
 		esac
 	done | sort -n
+}
+
+# guest_vcpu_tids: the same for the main guest.
+guest_vcpu_tids() {
+	vm_vcpu_tids "$HGCLOCK_GUEST_PID"
 }
 
 # guest_debugfs: the guest VM's KVM debugfs directory.
