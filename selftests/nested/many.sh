@@ -86,12 +86,7 @@ many_exact() {
 }
 # many_threads PID: "PID TID" for each vCPU thread ("CPU n/KVM") of QEMU PID, now.
 many_threads() {
-	local t
-	for t in /proc/"$1"/task/*; do
-		case $(cat "$t/comm" 2>/dev/null) in
-		CPU*/KVM) echo "$1 ${t##*/}" ;;
-		esac
-	done
+	vm_vcpu_tids "$1" | sed "s/^[0-9]* /$1 /"
 }
 # many_wait_back N: until record has said N guests came back (60 s at most).
 many_wait_back() {
@@ -103,10 +98,14 @@ many_wait_back() {
 	echo "many: record did not find guest 1 again ($1) in 60 s"
 	return 1
 }
-# many_marks: guest 1's whole HGMARK lines on its console so far (the
-# serial console's lines end in CR LF).
+# many_marks: guest 1's whole HGMARK lines on its console so far, by
+# check_moves.py hgmarks()'s rule: eight numbers, then the line's end
+# (the serial console's lines end in CR LF).  Not grep: its "$" also
+# matches at the end of a last line still being written, whose last
+# number may be cut short.
 many_marks() {
-	grep -c -E 'HGMARK +[0-9]+( +[0-9]+){7}[[:space:]]*$' "$out/extra1-console.log" 2>/dev/null
+	perl -ne '$n++ if /HGMARK +\d+(?: +\d+){7} *\r?\n\z/; END { print $n + 0, "\n" }' \
+		"$out/extra1-console.log" 2>/dev/null || echo 0
 }
 # many_wait_marks FROM: until guest 1 printed 3 readings more than FROM
 # (90 s at most), so that each of its VMs is seen reading its clocks
