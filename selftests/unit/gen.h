@@ -111,6 +111,27 @@ static inline int gen_tmpfile(char *path_template)
 	return 0;
 }
 
+#ifdef HGCLOCK_SYNC_H
+/*
+ * Loads the correlation file bytes @data (@len of them, malloc'd; freed
+ * here, NULL is -EIO: the writer failed) into @s and builds the mapping:
+ * the first error, or 0.  Only for tests that include sync.h first.
+ */
+static inline int gen_load_build(struct hgsync *s, uint8_t *data, size_t len)
+{
+	size_t pos;
+	int ret;
+
+	if (!data)
+		return -EIO;
+	ret = hgsync_load(s, data, len, 0, &pos);
+	free(data);
+	if (!ret)
+		ret = hgsync_build(s);
+	return ret;
+}
+#endif
+
 /* The whole of file @path, malloc'd, *@len bytes; NULL when unreadable or empty. */
 static inline void *gen_slurp(const char *path, size_t *len)
 {

@@ -308,17 +308,10 @@ static uint8_t *dscen_bytes(const struct dscen *sc, size_t *len)
 /* Loads and builds @sc into @s: the first error, or 0. */
 static int load_dscen(struct hgsync *s, const struct dscen *sc)
 {
-	size_t len, pos;
+	size_t len = 0;
 	uint8_t *data = dscen_bytes(sc, &len);
-	int ret;
 
-	if (!data)
-		return -EIO;
-	ret = hgsync_load(s, data, len, 0, &pos);
-	free(data);
-	if (!ret)
-		ret = hgsync_build(s);
-	return ret;
+	return gen_load_build(s, data, len);
 }
 
 /* The guest TSC incarnation @in's vCPUs read at host TSC @h. */

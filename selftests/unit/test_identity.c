@@ -209,17 +209,10 @@ out:
 /* Loads @sc into @s and builds the mapping: 0 or the load's error. */
 static int load_scen(struct hgsync *s, const struct scen *sc)
 {
-	size_t len = 0, pos;
+	size_t len = 0;
 	uint8_t *data = write_scen(sc, &len);
-	int ret;
 
-	if (!data)
-		return -EIO;
-	ret = hgsync_load(s, data, len, 0, &pos);
-	free(data);
-	if (!ret)
-		ret = hgsync_build(s);
-	return ret;
+	return gen_load_build(s, data, len);
 }
 
 static unsigned int count_segs(const struct hgsync_guest *g, uint32_t method, int vcpu)
