@@ -251,9 +251,7 @@ expect hung_task_console_only ours "with no readable backtrace, hgclock loaded" 
 EOF2
 } >"$tmp/hung/kernel.log"
 expect hung_task_kernel_log_readable infra "at __flush_work.isra.0+0x180/0x2a0" -- --rc 124 "$tmp/hung.out" "$tmp/hung"
-sed 's/__flush_work.isra.0+0x180\/0x2a0/hg_ring_drain+0x40\/0x90 [hgclock]/' \
-	"$tmp/hung/kernel.log" >"$tmp/hung/kernel.log.ours"
-mv "$tmp/hung/kernel.log.ours" "$tmp/hung/kernel.log"
+sed -i 's/__flush_work.isra.0+0x180\/0x2a0/hg_ring_drain+0x40\/0x90 [hgclock]/' "$tmp/hung/kernel.log"
 expect hung_task_kernel_log_names_hgclock ours "hg_ring_drain+0x40/0x90 [hgclock]" -- --rc 124 "$tmp/hung.out" "$tmp/hung"
 # The console itself with the stack (stage2's console loglevel 7): the
 # VM's userspace stuck, no kernel.log (CI 2026-12-04, nested merge 6.12:
@@ -291,9 +289,8 @@ EOF2
 printf '%s\n' 'ok 8 nested.untracked_silent' 'run: the hung VM did not answer sysrq (its userspace is stuck too)' \
 	'run: TIMEOUT: killed the VM after 600 s' >"$tmp/hung9p.out"
 expect hung_task_console_stack infra "at p9_client_rpc+0x1a7/0x3c0 [9pnet]" -- --rc 124 "$tmp/hung9p.out" "$tmp/hung9p"
-sed 's/p9_client_read_once+0x11b\/0x180 \[9pnet\]/hg_track_sched_switch+0x5c\/0x120 [hgclock]/' \
-	"$tmp/hung9p/console.log" >"$tmp/hung9p/console.log.ours"
-mv "$tmp/hung9p/console.log.ours" "$tmp/hung9p/console.log"
+sed -i 's/p9_client_read_once+0x11b\/0x180 \[9pnet\]/hg_track_sched_switch+0x5c\/0x120 [hgclock]/' \
+	"$tmp/hung9p/console.log"
 expect hung_task_console_stack_names_hgclock ours "hg_track_sched_switch+0x5c/0x120 [hgclock]" -- --rc 124 "$tmp/hung9p.out" "$tmp/hung9p"
 
 # A panic in a kernel where hgclock is loaded: tools/vm/run's kernel.log
