@@ -597,6 +597,53 @@ printf '%s\n' 'ok 1 dev.insmod' 'not ok 2 tool.info' '# hgclock: cannot open /de
 	'# WARNING: CPU: 0 PID: 1 at somewhere' >"$tmp/quoted.out"
 expect quoted_report_in_output fail "not ok 2 tool.info" -- --rc 1 "$tmp/quoted.out"
 
+# The runner's tail of a dead VM's console (tools/vm/run's console_tail,
+# its last 40 lines) can begin inside an oops: the panic that ends the
+# oops is then the first report in that tail, alone and unreadable.  It
+# is a piece of the whole console's oops, which decides (CI 2026-12-04,
+# the many scenario on 6.12: "Fatal exception in interrupt ... with no
+# readable backtrace, hgclock loaded", taken for ours).
+mkdir -p "$tmp/tailcut"
+cat >"$tmp/tailcut/console.log" <<'EOF2'
+[    4.008439] hgclock: loading out-of-tree module taints kernel.
+[  150.100000] Oops: int3: 0000 [#1] PREEMPT SMP NOPTI
+[  150.100001] CPU: 0 UID: 0 PID: 0 Comm: swapper/0 Tainted: G           OE      6.12.118+deb12-amd64 #1  Debian 6.12.118-1~deb12u1
+[  150.100002] RIP: 0010:__schedule+0x428/0xbf0
+[  150.100003] Call Trace:
+[  150.100004]  <IRQ>
+[  150.100005]  ? die+0x36/0x90
+[  150.100006]  ? exc_int3+0x6f/0xc0
+[  150.100007]  try_to_wake_up+0x2a5/0x6a0
+[  150.100008]  hrtimer_wakeup+0x22/0x30
+[  150.100009]  __hrtimer_run_queues+0x12a/0x2b0
+[  150.100010]  hrtimer_interrupt+0xfa/0x210
+[  150.100011]  </IRQ>
+[  150.100012] Modules linked in: kvm_amd ccp kvm irqbypass hgclock(OE) 9p 9pnet_virtio 9pnet netfs
+[  150.100013] ---[ end trace 0000000000000000 ]---
+[  150.100014] RIP: 0010:__schedule+0x428/0xbf0
+[  150.100015] RSP: 0018:ffffb0e2c0003e48 EFLAGS: 00000046
+[  150.100016] Kernel panic - not syncing: Fatal exception in interrupt
+[  150.100017] Kernel Offset: 0x1f000000 from 0xffffffff81000000
+[  150.100018] ---[ end Kernel panic - not syncing: Fatal exception in interrupt ]---
+EOF2
+{
+	echo 'nested: starting the host VM'
+	echo 'many: record: hgclock: following guest 3 (pid 812)'
+	grep -E 'Kernel panic|Oops' "$tmp/tailcut/console.log" | sed 's/^/vm-console: /'
+	echo "run: ---- last lines of $tmp/tailcut/console.log ----"
+	tail -n 8 "$tmp/tailcut/console.log"
+	echo 'run: ----'
+} >"$tmp/tailcut.out"
+expect panic_in_console_tail_is_the_oops infra "[#1] PREEMPT SMP NOPTI at __schedule+0x428/0xbf0" -- --rc 126 "$tmp/tailcut.out" "$tmp/tailcut"
+# The output alone: no whole console to read the oops in.  The tail's
+# "Modules linked in:" line says hgclock was loaded in that kernel, so
+# the unreadable oops (its die line and panic, "vm-console: ") is ours.
+expect panic_in_console_tail_alone ours "[#1] PREEMPT SMP NOPTI with no readable backtrace, hgclock loaded" -- --rc 126 "$tmp/tailcut.out"
+# Without that line, nothing says so: the tool's own "hgclock: " message
+# in the output is no kernel line.
+grep -v 'Modules linked in' "$tmp/tailcut.out" >"$tmp/tailcut-nomod.out"
+expect tool_message_is_no_load infra "with no readable backtrace (host console in" -- --rc 126 "$tmp/tailcut-nomod.out"
+
 # 9. Not classify-console but its neighbour, nested-lib.sh's guest_wait,
 # which reads the guest's console while the guest writes it: a line not
 # yet ended is not seen (CI, 2026-12-02: a skip without its reason, read
