@@ -102,6 +102,7 @@ SELFTESTS := $(BUILD)/selftests/hgclock_test $(BUILD)/selftests/ring_test \
 	$(BUILD)/selftests/stress_test $(BUILD)/selftests/abi_test
 UNIT_TESTS := $(BUILD)/unit/test_json $(BUILD)/unit/test_lib $(BUILD)/unit/test_corr \
 	$(BUILD)/unit/test_sync $(BUILD)/unit/test_merge $(BUILD)/unit/test_cli \
+	$(BUILD)/unit/test_cli_outputs \
 	$(BUILD)/unit/test_identity $(BUILD)/unit/test_vmfind $(BUILD)/unit/test_markpair \
 	$(BUILD)/unit/test_manyguests $(BUILD)/unit/test_libso $(BUILD)/unit/test_kernelshark \
 	$(BUILD)/unit/test_disrupt
@@ -257,9 +258,11 @@ $(BUILD)/unit/test_merge: selftests/unit/test_merge.c user/merge.c user/merge_ou
 		user/merge_filter.c $(LIB) $(TRACECMD_LIBS) $(ZSTD_LIBS) \
 		-lpthread -lm
 
-# The tool's command line against the recording and the docs (a script;
-# it finds the source tree's Documentation through @TOP@).
-$(BUILD)/unit/test_cli: selftests/unit/test_cli.sh $(TOOL) $(MERGE_DATA) $(BUILD)/unit/bin/gen_disrupt
+# The tool's command line against the recording and the docs, in two
+# halves that run at once (scripts; they find the source tree's
+# Documentation and their shared cli_common.sh through @TOP@).
+$(BUILD)/unit/test_cli $(BUILD)/unit/test_cli_outputs: $(BUILD)/unit/%: selftests/unit/%.sh \
+		selftests/unit/cli_common.sh $(TOOL) $(MERGE_DATA) $(BUILD)/unit/bin/gen_disrupt
 	@mkdir -p $(dir $@)
 	sed 's|@TOP@|$(CURDIR)|' $< >$@.tmp && chmod +x $@.tmp && mv $@.tmp $@
 

@@ -1,0 +1,279 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# The tool's output formats, on the real recording of selftests/data:
+# merge --dat (trace-cmd report prints the merge's events), a host trace
+# with a buffer instance, --perfetto (decoded against
+# user/perfetto_trace.proto, its invariants checked) and the JSON's runs
+# and flows.  The second half of the command line's tests (the first:
+# test_cli.sh); the two run at once in tools/check.sh and
+# tools/asan-check.sh.
+#
+# The Makefile installs it as BUILD/unit/test_cli_outputs with the source
+# tree's path filled in.  TAP on stdout.
+#
+#   test_cli_outputs [TOOL]     (default: ../user/hgclock next to this script)
+set -u -o pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+top=${HGCLOCK_TOP:-@TOP@}
+case $top in @*) top=$(cd "$here/../.." && pwd) ;; esac
+tool=${1:-$here/../user/hgclock}
+# shellcheck source=selftests/unit/cli_common.sh
+. "$top/selftests/unit/cli_common.sh"
+
+# The filters' window end, as test_cli.sh's filter tests take it: the
+# time of the whole merge's 30000th event.
+run -- "${merge_in[@]}" -o all.txt
+to=$(awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^[0-9]+\.[0-9]+:$/) {
+	if (++k == 30000) print substr($i, 1, length($i) - 1); break } }' all.txt)
+if [ -z "$to" ]; then
+	echo "1..0 # SKIP the whole merge printed fewer than 30000 events"
+	exit 0
+fi
+mkapp app-host.hgev 2 hgclock-vm 20
+
+# ---- --dat: trace.dat files for trace-cmd report and KernelShark -----------------
+# trace-cmd report -t of the files prints the merge's events, same times
+# (ns), same order, same tasks (tools/dat_compare.py).
+dat_report() { (cd "$(dirname "$1")" && trace-cmd report -t "${@/#/-i}") 2>report.err; }
+if ! command -v trace-cmd >/dev/null; then
+	for t in dat_report_same_events dat_filtered_same_events dat_no_time_shift dat_guest_option; do
+		skip "$t" "no trace-cmd (tools/deps.sh installs it)"
+	done
+else
+	run -- "${merge_in[@]}" -o dat.txt --dat out.dat
+	expect dat_written 0
+	dat_report out.dat out-g0.dat >report.txt
+	if msg=$(python3 "$top/tools/dat_compare.py" dat.txt report.txt out.dat); then
+		ok dat_report_same_events
+	else
+		not_ok dat_report_same_events "${msg//$'\n'/ | }"
+	fi
+	run -- "${merge_in[@]}" -o datf.txt --dat outf.dat --guests host,0 --to "$to" --events kvm,sched_switch
+	dat_report outf.dat outf-g0.dat >reportf.txt
+	if msg=$(python3 "$top/tools/dat_compare.py" datf.txt reportf.txt outf.dat) &&
+	   [ "$(wc -l <datf.txt)" -lt "$(wc -l <dat.txt)" ]; then
+		ok dat_filtered_same_events
+	else
+		not_ok dat_filtered_same_events "${msg//$'\n'/ | }"
+	fi
+	# The guest's TimeShift is not copied (trace-cmd would shift it again);
+	# the host file ties the guest's file to its vCPU threads.
+	opts=$(trace-cmd dump --options out-g0.dat 2>&1)
+	if grep -q 'TRACEID' <<<"$opts" && ! grep -qi 'TimeShift' <<<"$opts" &&
+	   trace-cmd dump --options guest.dat 2>&1 | grep -q TimeShift; then
+		ok dat_no_time_shift
+	else
+		not_ok dat_no_time_shift "$(tr '\n' ' ' <<<"$opts" | cut -c1-200)"
+	fi
+	opts=$(trace-cmd dump --options out.dat 2>&1)
+	if grep -A5 'Option GUEST' <<<"$opts" | grep -q '^ *0 219 \[guest cpu, host pid\]' &&
+	   grep -A5 'Option GUEST' <<<"$opts" | grep -q '^ *1 220 \[guest cpu, host pid\]'; then
+		ok dat_guest_option
+	else
+		not_ok dat_guest_option "$(grep -A5 'Option GUEST' <<<"$opts" | tr '\n' ' ')"
+	fi
+	# Version 6 inputs (no sections, no compression): version 6 files out.
+	if trace-cmd convert -i host.dat -o host6.dat --file-version 6 --compression none \
+		>/dev/null 2>&1 && trace-cmd convert -i guest.dat -o guest6.dat --file-version 6 \
+		--compression none >/dev/null 2>&1; then
+		run -- merge merge.hgc host6.dat guest6.dat -q -o dat6.txt --dat out6.dat
+		dat_report out6.dat out6-g0.dat >report6.txt
+		if [ "$rc" = 0 ] && [ -z "$err" ] &&
+		   msg=$(python3 "$top/tools/dat_compare.py" dat6.txt report6.txt out6.dat) &&
+		   cmp -s dat6.txt dat.txt; then
+			ok dat_version6_same_events
+		else
+			not_ok dat_version6_same_events "exit $rc, ${err:0:200} ${msg//$'\n'/ | }"
+		fi
+	else
+		skip dat_version6_same_events "trace-cmd convert failed"
+	fi
+	run -- "${merge_in[@]}" -o dat2.txt --dat guest.dat
+	expect dat_output_is_input_refused 2 'guest.dat.*input'
+	unchanged dat_output_is_input_unchanged guest.dat
+	no_temp_left dat_no_temp_left
+	# A disruption (gen_disrupt adds one to a copy of the recording:
+	# guest 0 gone after the last host record): one mark, at the same
+	# time and in the same words, in the text (a DISRUPTION line), the
+	# JSON (a global instant) and the host's trace.dat (a print event
+	# that trace-cmd report shows; dat_compare.py with the rest).
+	if [ ! -x "$here/bin/gen_disrupt" ]; then
+		for t in disruption_marked_text disruption_marked_dat disruption_marked_json; do
+			skip "$t" "no $here/bin/gen_disrupt (make builds it with test_cli)"
+		done
+	elif "$here/bin/gen_disrupt" merge.hgc gone.hgc 0 2>gen.err; then
+		run -- merge gone.hgc host.dat guest.dat -o gone.txt --json gone.json --dat gone.dat
+		marks=$(grep -c '^hgclock  *[0-9.]*: DISRUPTION guest 0 (incarnation 0): gone, VM 201 (CID 3); it never came back$' gone.txt)
+		if [ "$rc" = 0 ] && [ "$marks" = 1 ] && [ "$(grep -c DISRUPTION gone.txt)" = 1 ] &&
+		   grep -q '1 of them disruption marks' <<<"$err"; then
+			ok disruption_marked_text
+		else
+			not_ok disruption_marked_text "exit $rc, $marks marks: ${err:0:200}"
+		fi
+		dat_report gone.dat gone-g0.dat >gone-report.txt
+		if msg=$(python3 "$top/tools/dat_compare.py" gone.txt gone-report.txt gone.dat) &&
+		   [ "$(grep -c 'print: .*hgclock: DISRUPTION guest 0 (incarnation 0): gone' gone-report.txt)" = 1 ]; then
+			ok disruption_marked_dat
+		else
+			not_ok disruption_marked_dat "${msg//$'\n'/ | }"
+		fi
+		t_text=$(sed -n 's/^hgclock  *\([0-9.]*\): DISRUPTION.*/\1/p' gone.txt)
+		if python3 -c '
+import json, sys
+t = json.load(open("gone.json"))
+m = [e for e in t["traceEvents"] if e.get("cat") == "hgclock" and e.get("ph") == "i"]
+want = round(float(sys.argv[1]) * 1e6, 3)
+sys.exit(not (len(m) == 1 and abs(float(m[0]["ts"]) - want) < 0.0005 and
+              m[0]["args"]["kind"] == "gone"))' "$t_text"; then
+			ok disruption_marked_json
+		else
+			not_ok disruption_marked_json "the JSON's hgclock instants are not the text's mark at $t_text"
+		fi
+	else
+		not_ok disruption_marked_text "gen_disrupt: $(head -c 200 gen.err)"
+	fi
+fi
+
+# ---- a host trace with a buffer instance (many-host.dat) --------------------------
+# The many scenario's host trace on 6.1 (selftests/data/capture.txt): its
+# top buffer holds the boot's sched events, its instance "many" KVM's
+# kvm_entry.  Both are the host's: "host buffer many N" in the summary,
+# "many: " before the task in the text.  Task names come from the saved
+# command lines and from what sched events teach, and libtraceevent's
+# answer depends on the order of its lookups and registrations (pid 2 is
+# "swapper/0" to trace-cmd report at 0.455846607, its saved name is
+# "kthreadd"): every output, every --threads and every filter must name
+# the tasks as trace-cmd report of the --dat file does.
+if [ -f "$data/many-host.dat" ]; then
+	cp "$data/many-host.dat" .
+elif [ -f "$data/many-host.dat.xz" ]; then
+	xz -dc "$data/many-host.dat.xz" >many-host.dat
+fi
+if [ ! -s many-host.dat ]; then
+	for t in instance_merged instance_names_any_output instance_names_filtered instance_dat_same_events; do
+		skip "$t" "no many-host.dat in $data"
+	done
+else
+	run -- merge merge.hgc many-host.dat --threads 1 -o inst1.txt
+	n_inst=$(grep -c '^host  *many: ' inst1.txt)
+	if [ "$rc" = 0 ] && [ "$n_inst" -gt 0 ] &&
+	   grep -q "host [0-9]*; host buffer many $n_inst;" <<<"$err" &&
+	   [ "$(grep -c '^host ' inst1.txt)" -gt "$n_inst" ]; then
+		ok instance_merged
+	else
+		not_ok instance_merged "exit $rc, $n_inst instance lines: ${err//$'\n'/ | }"
+	fi
+	bad=
+	for threads in 1 2 3; do
+		run -- merge merge.hgc many-host.dat --threads $threads -o inst-j$threads.txt \
+			--json inst-j$threads.json
+		cmp -s inst1.txt inst-j$threads.txt || bad+=" --threads $threads --json (exit $rc)"
+	done
+	if [ -z "$bad" ]; then
+		ok instance_names_any_output
+	else
+		not_ok instance_names_any_output "text differs from --threads 1 alone with:$bad"
+	fi
+	# Leaving the instance's events out keeps the names of the rest.
+	run -- merge merge.hgc many-host.dat --threads 2 --events sched -o instf.txt
+	if [ "$rc" = 0 ] && [ -s instf.txt ] &&
+	   cmp -s instf.txt <(grep -v '^host  *many: ' inst1.txt); then
+		ok instance_names_filtered
+	else
+		not_ok instance_names_filtered "exit $rc: not the unfiltered text's sched lines"
+	fi
+	if ! command -v trace-cmd >/dev/null; then
+		skip instance_dat_same_events "no trace-cmd (tools/deps.sh installs it)"
+	else
+		run -- merge merge.hgc many-host.dat -o instd.txt --json instd.json --dat inst.dat
+		dat_report inst.dat >inst-report.txt
+		msg=
+		if [ "$rc" = 0 ] &&
+		   msg=$(python3 "$top/tools/dat_compare.py" instd.txt inst-report.txt inst.dat) &&
+		   cmp -s instd.txt inst1.txt; then
+			ok instance_dat_same_events
+		else
+			not_ok instance_dat_same_events "exit $rc: ${msg//$'\n'/ | }"
+		fi
+	fi
+	rm -f many-host.dat inst*.json
+fi
+
+# ---- --perfetto: a native Perfetto trace (protobuf) -------------------------------
+# protoc decodes it against user/perfetto_trace.proto (Perfetto's field
+# numbers) and tools/pftrace_check.py checks merge.rst's invariants: each
+# machine's packets and tracks, slices paired, runs not overlapping on a
+# CPU, flows host -> guest, every placed guest event inside its run on both
+# sides, and the same trace events at the same ns as merge's text.
+pfcheck() { python3 "$top/tools/pftrace_check.py" "$top/user/perfetto_trace.proto" "$@" 2>&1; }
+if ! command -v protoc >/dev/null; then
+	for t in pftrace_invariants pftrace_filtered pftrace_app_tracks pftrace_checker_catches; do
+		skip "$t" "no protoc (tools/deps.sh installs protobuf-compiler)"
+	done
+else
+	run -- "${merge_in[@]}" -o pf.txt --perfetto out.pftrace
+	expect pftrace_written 0
+	if msg=$(pfcheck out.pftrace pf.txt) && grep -q ' 512 placed on host CPUs' <<<"$msg"; then
+		ok pftrace_invariants
+	else
+		not_ok pftrace_invariants "${msg//$'\n'/ | }"
+	fi
+	run -- merge merge.hgc host.dat guest.dat --no-text --perfetto alone.pftrace
+	expect pftrace_alone_summary 0 'Perfetto trace: alone.pftrace \([1-9][0-9]* events, [1-9][0-9]* vCPU runs'
+	if cmp -s out.pftrace alone.pftrace; then ok pftrace_alone_same_bytes; else not_ok pftrace_alone_same_bytes; fi
+	run -- "${merge_in[@]}" -o pff.txt --perfetto outf.pftrace --guests host,0 --to "$to" --events kvm,sched_switch
+	if msg=$(pfcheck outf.pftrace pff.txt) && [ "$(wc -l <pff.txt)" -lt "$(wc -l <pf.txt)" ] &&
+	   [ "$(stat -c %s outf.pftrace)" -lt "$(stat -c %s out.pftrace)" ]; then
+		ok pftrace_filtered
+	else
+		not_ok pftrace_filtered "${msg//$'\n'/ | }"
+	fi
+	# An application's thread: its own track, "req" a slice on it.
+	run -- "${merge_in[@]}" -o pfa.txt --perfetto app.pftrace --app app-host.hgev
+	dec=$(protoc --decode=perfetto.protos.Trace --proto_path="$top/user" \
+		"$top/user/perfetto_trace.proto" <app.pftrace 2>&1)
+	if msg=$(pfcheck app.pftrace pfa.txt) && grep -q 'thread_name: "cliapp 77 (app)"' <<<"$dec" &&
+	   [ "$(grep -c 'type: TYPE_SLICE_BEGIN' <<<"$dec")" -gt "$(grep -c 'name: "g0 vCPU' <<<"$dec")" ]; then
+		ok pftrace_app_tracks
+	else
+		not_ok pftrace_app_tracks "${msg//$'\n'/ | }"
+	fi
+	# The checker fails when it should: an event missing from the text, a cut file.
+	sed '1000d' pf.txt >pf-less.txt
+	head -c 100000 out.pftrace >cut.pftrace
+	if ! pfcheck out.pftrace pf-less.txt >/dev/null && ! pfcheck cut.pftrace >/dev/null; then
+		ok pftrace_checker_catches
+	else
+		not_ok pftrace_checker_catches "a changed text or a cut file passed"
+	fi
+	run -- "${merge_in[@]}" -o pf2.txt --perfetto guest.dat
+	expect pftrace_output_is_input_refused 2 'guest.dat.*input'
+	unchanged pftrace_output_is_input_unchanged guest.dat
+	run -- "${merge_in[@]}" --no-text --perfetto /dev/full
+	expect pftrace_full_device 1 'perfetto.*No space left on device'
+	no_temp_left pftrace_no_temp_left
+fi
+# The JSON: each vCPU run on its host CPU and on its guest CPU, a flow
+# from the one to the other at the run's start.
+run -- "${merge_in[@]}" --no-text --json runs.json
+if msg=$(python3 - runs.json <<'PY'
+import json, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+host = [e for e in ev if e.get("ph") == "X" and e["pid"] == 1]
+guest = [e for e in ev if e.get("ph") == "X" and e["pid"] >= 100]
+s = {e["id"]: e for e in ev if e.get("ph") == "s"}
+f = {e["id"]: e for e in ev if e.get("ph") == "f"}
+bad = [i for i in s if i not in f or f[i]["ts"] != s[i]["ts"] or f[i]["pid"] < 100]
+print(len(host), len(guest), len(s), len(bad))
+sys.exit(0 if host and len(guest) == len(host) == len(s) == len(f) and not bad else 1)
+PY
+); then
+	ok json_runs_both_sides_flows
+else
+	not_ok json_runs_both_sides_flows "$msg"
+fi
+
+echo "1..$n"
+[ "$failed" -eq 0 ]
