@@ -57,6 +57,8 @@ tap_log="$log_dir/tap.log"
 : >"$tap_log"
 start=$(date +%s)
 
+# shellcheck source=tools/tap.sh
+. tools/tap.sh
 note() { echo "== [$(($(date +%s) - start)) s] $*"; }	# the time since make check began
 
 # A line of TAP of our own, for steps that are not test programs.
@@ -90,10 +92,19 @@ else
 fi
 
 note "unit tests"
-for t in "$build"/unit/*; do
-	# Programs only: unit/data holds the merge test's recording.
+# Programs only: unit/data holds the merge test's recording, unit/bin
+# test_cli's helpers.  They run at once, one per CPU (tools/tap.sh's
+# tap_programs), test_cli's two halves first: the longest.  The TAP log
+# gets their outputs in the programs' order.
+units=()
+for t in "$build"/unit/test_cli "$build"/unit/test_cli_outputs "$build"/unit/*; do
 	[ -f "$t" ] && [ -x "$t" ] || continue
-	"$t" 2>&1 | tee -a "$tap_log"
+	case " ${units[*]} " in *" $t "*) continue ;; esac
+	units+=("$t")
+done
+tap_programs "$log_dir/unit" "${units[@]}"
+for t in "$build"/unit/*; do
+	[ -f "$log_dir/unit/${t##*/}.out" ] && tee -a "$tap_log" <"$log_dir/unit/${t##*/}.out"
 done
 
 note "classify-console on synthetic console logs"

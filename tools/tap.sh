@@ -21,3 +21,27 @@ check() {
 	shift
 	if "$@"; then tap ok "$name"; else tap not-ok "$name"; fi
 }
+
+# tap_programs OUTDIR PROGRAM...: the test programs run at once, as many
+# as there are CPUs, in the order given (put the longest first); each
+# one's output (standard output and error) in OUTDIR/NAME.out and its
+# exit status in OUTDIR/NAME.rc.  Returns when all have ended; the caller
+# reads the outputs in the order it wants (the TAP log stays in order).
+tap_programs() {
+	local dir=$1 jobs running=0 t
+	shift
+	jobs=$(nproc 2>/dev/null || echo 1)
+	mkdir -p "$dir"
+	for t in "$@"; do
+		if [ "$running" -ge "$jobs" ]; then
+			wait -n
+			running=$((running - 1))
+		fi
+		(
+			"$t" >"$dir/${t##*/}.out" 2>&1
+			echo $? >"$dir/${t##*/}.rc"
+		) &
+		running=$((running + 1))
+	done
+	wait
+}
