@@ -139,7 +139,9 @@ fi
 classify_attempt() {
 	local name=$1 attempt=$2 rc=$3
 	shift 3
-	cause=$(tools/vm/classify-console --rc "$rc" "$@" 2>&1 | head -n 1)
+	local verdict="$log_dir/$name.attempt$attempt.verdict"
+	tools/vm/classify-console --lines --rc "$rc" "$@" >"$verdict" 2>&1
+	cause=$(head -n 1 "$verdict")
 	cause_class=${cause%%:*}
 	case $cause_class in
 	ours | infra | fail) ;;
@@ -147,6 +149,11 @@ classify_attempt() {
 	esac
 	echo "attempt $attempt of $name: $cause (exit $rc)" >>"$log_dir/attempts.log"
 	note "attempt $attempt of $name: $cause"
+	# A crash of ours fails the run: its report goes to the output, which
+	# is all that CI keeps (the logs go with the clone).
+	if [ "$cause_class" = ours ]; then
+		sed -n '2,121{s/^/==     /;p}' "$verdict"
+	fi
 }
 
 # retrying NAME ATTEMPT: count attempt ATTEMPT of NAME as retried (infra).

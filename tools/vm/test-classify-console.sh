@@ -635,6 +635,9 @@ EOF2
 	echo 'run: ----'
 } >"$tmp/tailcut.out"
 expect panic_in_console_tail_is_the_oops infra "[#1] PREEMPT SMP NOPTI at __schedule+0x428/0xbf0" -- --rc 126 "$tmp/tailcut.out" "$tmp/tailcut"
+# --lines: the deciding report's lines after the verdict (make check
+# prints them for a crash of ours).
+expect report_lines_shown infra "  | RIP: 0010:__schedule+0x428/0xbf0" -- --lines --rc 126 "$tmp/tailcut.out" "$tmp/tailcut"
 # The output alone: no whole console to read the oops in.  The tail's
 # "Modules linked in:" line says hgclock was loaded in that kernel, so
 # the unreadable oops (its die line and panic, "vm-console: ") is ours.
