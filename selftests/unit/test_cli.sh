@@ -256,7 +256,8 @@ python3 -c 'import sys; d = bytearray(open("merge.hgc", "rb").read()); d[len(d) 
 open("flip.hgc", "wb").write(d)'
 run -- recover flip.hgc -o flip-rec.hgc
 expect recover_damaged_middle 0 'CRC mismatch.*dropped'
-if "$tool" dump --summary flip-rec.hgc 2>/dev/null | grep -q ', complete'; then
+summary=$("$tool" dump --summary flip-rec.hgc 2>/dev/null)
+if grep -q ', complete' <<<"$summary"; then
 	ok recover_damaged_middle_valid
 else
 	not_ok recover_damaged_middle_valid
