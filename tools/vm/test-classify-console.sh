@@ -597,6 +597,41 @@ printf '%s\n' 'ok 1 dev.insmod' 'not ok 2 tool.info' '# hgclock: cannot open /de
 	'# WARNING: CPU: 0 PID: 1 at somewhere' >"$tmp/quoted.out"
 expect quoted_report_in_output fail "not ok 2 tool.info" -- --rc 1 "$tmp/quoted.out"
 
+# An oops in init (the host VM's PID 1, stage2) kills it: the panic
+# "Attempted to kill init! exitcode=0x00000009" comes after the oops'
+# end and belongs to it; the oops decides (CI 2026-12-04, 6.12 many
+# scenario: a NULL pointer write in do_syscall_64, its registers
+# clobbered, the panic then taken for an unreadable report of ours).
+cat >"$tmp/init-oops.log" <<'EOF2'
+[    5.390740] hgclock: loading out-of-tree module taints kernel.
+[   78.120041] BUG: kernel NULL pointer dereference, address: 0000000000000050
+[   78.123519] #PF: supervisor write access in kernel mode
+[   78.125312] #PF: error_code(0x0002) - not-present page
+[   78.126038] PGD 54cf067 P4D 54cf067 PUD 7fec3067 PMD 0 
+[   78.126831] Oops: Oops: 0002 [#1] PREEMPT SMP NOPTI
+[   78.127340] CPU: 1 UID: 0 PID: 1 Comm: stage2 Tainted: G           OE      6.12.118+deb12-amd64 #1  Debian 6.12.118-1~deb12u1
+[   78.131343] RIP: 0010:do_syscall_64+0x87/0x1b0
+[   78.137821] Call Trace:
+[   78.138551]  <TASK>
+[   78.138967]  ? btf_struct_check_meta+0x205/0x270
+[   78.141547]  entry_SYSCALL_64_after_hwframe+0x76/0x7e
+[   78.148000] RIP: 0033:0x460a63
+[   78.145708]  </TASK>
+[   78.145850] Modules linked in: vhost_vsock vsock kvm_amd ccp kvm irqbypass hgclock(OE) 9p 9pnet_virtio 9pnet netfs
+[   78.146865] CR2: 0000000000000050
+[   78.147279] ---[ end trace 0000000000000000 ]---
+[   78.147571] RIP: 0010:do_syscall_64+0x87/0x1b0
+[   78.151500] PKRU: 55555554
+[   78.151757] note: stage2[1] exited with irqs disabled
+[   78.153044] Kernel panic - not syncing: Attempted to kill init! exitcode=0x00000009
+[   78.153500] Kernel Offset: disabled
+EOF2
+expect init_oops_panic_follows_oops infra "at do_syscall_64+0x87/0x1b0" -- --rc 126 "$tmp/init-oops.log"
+# The same oops in another task: nothing in the log ties init's death
+# to it, so the panic stays a report of its own, unreadable: ours.
+sed 's/PID: 1 Comm: stage2/PID: 77 Comm: busybox/' "$tmp/init-oops.log" >"$tmp/other-oops.log"
+expect init_panic_after_other_task_oops ours "Attempted to kill init! exitcode=0x00000009 with no readable backtrace" -- --rc 126 "$tmp/other-oops.log"
+
 # The runner's tail of a dead VM's console (tools/vm/run's console_tail,
 # its last 40 lines) can begin inside an oops: the panic that ends the
 # oops is then the first report in that tail, alone and unreadable.  It
