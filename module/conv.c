@@ -295,12 +295,19 @@ void __init hgclock_conv_init(void)
 		[HGCLOCK_SRC_DERIVED] = "derived from tsc_khz (bounded)",
 	};
 
-	/* set_cyc2ns_scale()'s computation, for the derived fallback */
-	clocks_calc_mult_shift(&hg_derived_mult, &hg_derived_shift, tsc_khz,
-			       NSEC_PER_MSEC, 0);
-	if (hg_derived_shift == 32) {
-		hg_derived_shift = 31;
-		hg_derived_mult >>= 1;
+	/*
+	 * set_cyc2ns_scale()'s computation, for the derived fallback.  Only
+	 * with a calibrated TSC: clocks_calc_mult_shift() divides by tsc_khz,
+	 * which is 0 when calibration failed, and then there is no derived
+	 * conversion (hg_derive_works() refuses it).
+	 */
+	if (tsc_khz) {
+		clocks_calc_mult_shift(&hg_derived_mult, &hg_derived_shift,
+				       tsc_khz, NSEC_PER_MSEC, 0);
+		if (hg_derived_shift == 32) {
+			hg_derived_shift = 31;
+			hg_derived_mult >>= 1;
+		}
 	}
 
 	if (strcmp(conversion, "derived")) {

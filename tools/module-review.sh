@@ -63,6 +63,21 @@ else
 	failed=1
 fi
 
+# Guards that no test can reach on a machine whose TSC calibrated (issue
+# 30 item 2): clocks_calc_mult_shift() divides by tsc_khz, which is 0
+# when calibration failed; every call in module/ must sit right under an
+# "if (tsc_khz" test (within the three lines above it; comments aside).
+t=$((t + 1))
+unguarded=$(cd "$top" && awk 'FNR == 1 { guard = 0 } /if \(tsc_khz/ { guard = FNR }
+	/^[ \t]*(\/\*|\*|\/\/)/ { next }
+	/clocks_calc_mult_shift\(/ && !(guard && FNR - guard <= 3) { print FILENAME ":" FNR }' module/*.c)
+if [ -z "$unguarded" ] && grep -q 'clocks_calc_mult_shift(' "$top"/module/*.c; then
+	echo "ok $t guard.tsc_khz_divisor"
+else
+	echo "not ok $t guard.tsc_khz_divisor # clocks_calc_mult_shift() without an 'if (tsc_khz' above it: ${unguarded:-no call found}"
+	failed=1
+fi
+
 # sparse, on a copy of the sources per kernel (as tools/build-module.sh).
 for kdir in /usr/src/linux-headers-*-amd64; do
 	[ -f "$kdir/Makefile" ] || continue
