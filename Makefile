@@ -105,7 +105,7 @@ UNIT_TESTS := $(BUILD)/unit/test_json $(BUILD)/unit/test_lib $(BUILD)/unit/test_
 	$(BUILD)/unit/test_cli_outputs \
 	$(BUILD)/unit/test_identity $(BUILD)/unit/test_vmfind $(BUILD)/unit/test_markpair \
 	$(BUILD)/unit/test_manyguests $(BUILD)/unit/test_libso $(BUILD)/unit/test_kernelshark \
-	$(BUILD)/unit/test_disrupt
+	$(BUILD)/unit/test_disrupt $(BUILD)/unit/test_uclock
 BENCHES := $(BUILD)/bench/bench_read_clock $(BUILD)/bench/bench_ring \
 	$(BUILD)/bench/bench_pingpong $(BUILD)/bench/bench_compress
 
@@ -227,6 +227,11 @@ $(BUILD)/unit/test_disrupt: selftests/unit/test_disrupt.c selftests/unit/gen.h $
 $(BUILD)/unit/bin/gen_disrupt: selftests/unit/gen_disrupt.c $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(SELFTEST_CFLAGS) -o $@ selftests/unit/gen_disrupt.c $(LIB) $(ZSTD_LIBS) -lm
+
+# The zero-syscall clock's methods over a meta area laid out as the module's (library.rst)
+$(BUILD)/unit/test_uclock: selftests/unit/test_uclock.c selftests/unit/fake_clock.h $(LIB) $(KSFT_HDR)
+	@mkdir -p $(dir $@)
+	$(CC) $(SELFTEST_CFLAGS) -o $@ selftests/unit/test_uclock.c $(LIB) $(ZSTD_LIBS) -lpthread -lm
 
 # vCPU identity: guest CPUs to KVM vcpu_ids (sync.rst)
 $(BUILD)/unit/test_identity: selftests/unit/test_identity.c selftests/unit/gen.h $(LIB) $(KSFT_HDR)

@@ -154,6 +154,10 @@ int cmd_now(int argc, char **argv)
 		if (has_user) {
 			json_begin_object(&w, "user_clock");
 			json_string(&w, "source", used_ioctl ? "ioctl" : "zero-syscall");
+			json_string(&w, "method", hgclock_uclock_method_name(user_now.method));
+			if (used_ioctl)
+				json_string(&w, "user_method",
+					    hgclock_uclock_method_name(hgclock_uclock_method()));
 			json_u64(&w, "user_cpu", user_now.cpu);
 			json_u64(&w, "tsc", user_now.tsc);
 			json_u64(&w, "sched_clock_ns", user_now.sched_clock_ns);
@@ -169,8 +173,16 @@ int cmd_now(int argc, char **argv)
 		for (i = 0; i < nr; i++)
 			sample_text(&samples[i]);
 		if (has_user) {
-			printf("user clock (%s): cpu %u tsc %llu sched_clock_ns %llu",
-			       used_ioctl ? "ioctl fallback: no exact conversion" : "zero-syscall",
+			int method = hgclock_uclock_method();
+
+			if (!used_ioctl)
+				printf("user clock (zero-syscall, %s):",
+				       hgclock_uclock_method_name(user_now.method));
+			else if (method == HGCLOCK_UCLOCK_NONE)
+				printf("user clock (ioctl fallback: no rdtscp, rdpid or rseq):");
+			else
+				printf("user clock (ioctl fallback: no exact conversion):");
+			printf(" cpu %u tsc %llu sched_clock_ns %llu",
 			       user_now.cpu, (unsigned long long)user_now.tsc,
 			       (unsigned long long)user_now.sched_clock_ns);
 			if (user_now.has_local)

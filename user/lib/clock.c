@@ -214,7 +214,8 @@ HGCLOCK_EXPORT const char *hgclock_clock_strerror(int errnum)
 		return "the hgclock module's ring memory is used up (its ring_max_mb "
 		       "parameter): close other hgclock sessions or raise it";
 	case ENODATA:
-		return "no exact TSC conversion on this CPU (or no RDTSCP), and the "
+		return "no exact TSC conversion on this CPU (or no way to read the CPU with "
+		       "the TSC: no RDTSCP, no rseq registration, no RDPID), and the "
 		       "kernel cannot be asked (HGCLOCK_OPEN_NO_SYSCALL, or "
 		       HGCLOCK_CLOCK_DEVICE_OLD " not accessible to this user)";
 	case ENOTTY:

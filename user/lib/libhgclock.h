@@ -160,15 +160,50 @@ int hgclock_exit_pair(int fd, int cpu);
 /* sched_clock_ns = f(tsc) for @conv, exactly as the kernel computes it. */
 uint64_t hgclock_conv_apply(const struct hgclock_conversion *conv, uint64_t tsc);
 
+/*
+ * How the TSC and the CPU that read it are paired (uclock.c's top comment,
+ * Documentation/library.rst), hgclock_uclock_method()'s choice in this
+ * order: RDTSCP, RSEQ, RDPID, else NONE.  IOCTL: hgclock_now()'s fallback.
+ */
+enum hgclock_uclock_method {
+	HGCLOCK_UCLOCK_NONE,	/* none: -ENODATA, counted in no_method */
+	HGCLOCK_UCLOCK_RDTSCP,	/* the TSC and TSC_AUX in one instruction */
+	HGCLOCK_UCLOCK_RSEQ,	/* rseq cpu_id and RDTSC in one critical section */
+	HGCLOCK_UCLOCK_RDPID,	/* RDPID, RDTSC, RDPID; both RDPIDs agree */
+	HGCLOCK_UCLOCK_IOCTL,	/* read by the kernel (hgclock_now() only) */
+};
+
+/* The method hgclock_now_user() uses in this process. */
+int hgclock_uclock_method(void);
+/* 1 when @method can be used here (the CPU's instructions; glibc's rseq). */
+int hgclock_uclock_available(int method);
+/* "rdtscp", "rseq", "rdpid", "none", "ioctl". */
+const char *hgclock_uclock_method_name(int method);
+
+/**
+ * struct hgclock_uclock_stats - process-wide counts of the zero-syscall clock
+ * @no_method: readings answered -ENODATA for want of a method (none, or a
+ *	thread without an rseq registration).
+ * @retries: readings taken again because the thread changed CPU, or was
+ *	preempted or signalled inside the rseq critical section.
+ */
+struct hgclock_uclock_stats {
+	uint64_t no_method;
+	uint64_t retries;
+};
+
+void hgclock_uclock_stats(struct hgclock_uclock_stats *stats);
+
 /**
  * struct hgclock_now - one zero-syscall reading
- * @tsc: the TSC read (rdtscp).
+ * @tsc: the TSC read (on @cpu).
  * @tsc_after: a TSC read after both clocks (the ioctl's), else @tsc.
  * @sched_clock_ns: ftrace "local" clock at @tsc.
  * @local_clock_ns: ftrace "perf" clock at @tsc, when @has_local.
  * @cpu: the CPU @tsc was read on.
  * @has_local: the meta area knew local_clock's offset.
  * @conv_flags: the conversion's HGCLOCK_CONV_* flags.
+ * @method: how @tsc and @cpu were read, an HGCLOCK_UCLOCK_*.
  */
 struct hgclock_now {
 	uint64_t tsc;
@@ -178,14 +213,22 @@ struct hgclock_now {
 	unsigned int cpu;
 	int has_local;
 	uint32_t conv_flags;
+	int method;
 };
 
 /*
  * Reads sched_clock (and local_clock) without entering the kernel.
- * Returns 0, or -ENODATA when this CPU has no exact conversion (use
- * HGCLOCK_IOC_READ_CLOCK), -EAGAIN when the conversion kept changing.
+ * Returns 0, or -ENODATA when this CPU has no exact conversion or there is
+ * no method (use HGCLOCK_IOC_READ_CLOCK), -EAGAIN when the conversion kept
+ * changing or the thread kept moving, -ERANGE for a CPU beyond the area.
  */
 int hgclock_now_user(const struct hgclock_map *map, struct hgclock_now *now);
+/*
+ * The same by @method (tests and benches): -EOPNOTSUPP when @method cannot
+ * be used here, -ENODATA also when this thread has no rseq registration.
+ */
+int hgclock_now_user_method(const struct hgclock_map *map, struct hgclock_now *now,
+			    int method);
 
 /*
  * The same with the fallback: when no exact conversion is published, one
