@@ -99,7 +99,8 @@ TRACEFS_LIBS := $(shell pkg-config --libs libtracefs 2>/dev/null || echo -ltrace
 SELFTESTS := $(BUILD)/selftests/hgclock_test $(BUILD)/selftests/ring_test \
 	$(BUILD)/selftests/track_test $(BUILD)/selftests/perm_test \
 	$(BUILD)/selftests/leak_test $(BUILD)/selftests/fuzz_ioctl_test \
-	$(BUILD)/selftests/stress_test $(BUILD)/selftests/abi_test
+	$(BUILD)/selftests/stress_test $(BUILD)/selftests/abi_test \
+	$(BUILD)/selftests/unload_test
 UNIT_TESTS := $(BUILD)/unit/test_json $(BUILD)/unit/test_lib $(BUILD)/unit/test_corr \
 	$(BUILD)/unit/test_sync $(BUILD)/unit/test_merge $(BUILD)/unit/test_cli \
 	$(BUILD)/unit/test_cli_outputs \

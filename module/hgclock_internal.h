@@ -108,7 +108,8 @@ void hgclock_track_release(const struct file *file);
 void hgclock_track_fill_info(struct hgclock_info *info);
 
 /* pair.c: exit pairing, the guest's half (track.c has the host's) */
-void hgclock_pair_init(void);
+int hgclock_pair_init(void);
+void hgclock_pair_exit(void);
 bool hgclock_pair_available(void);
 long hgclock_ioctl_exit_pair(struct file *file, void __user *uarg);
 

@@ -256,37 +256,51 @@ static int __init hgclock_init(void)
 		return ret;
 	hgclock_conv_init();
 	hgclock_clock_init();
-	hgclock_pair_init();
 
-	/* The ring before its producers, the device after both. */
+	/*
+	 * The ring before its producers (the pairings' workqueue, the
+	 * snapshots, the tracking), the devices after all of them.
+	 */
 	ret = hgclock_ring_init();
 	if (ret)
 		return ret;
-	ret = hgclock_snapshot_init();
+	ret = hgclock_pair_init();
 	if (ret)
 		goto err_ring;
+	ret = hgclock_snapshot_init();
+	if (ret)
+		goto err_pair;
 	ret = hgclock_track_init();
 	if (ret)
 		goto err_snapshot;
-	ret = misc_register(&hgclock_misc);
-	if (ret) {
-		pr_err("cannot register /dev/%s: %d\n", HGCLOCK_DEVICE_NAME, ret);
-		goto err_track;
-	}
 	ret = misc_register(&hgclock_clock_misc);
 	if (ret) {
 		pr_err("cannot register /dev/%s: %d\n", HGCLOCK_CLOCK_DEVICE_NAME, ret);
-		goto err_misc;
+		goto err_track;
+	}
+	/*
+	 * Last: /dev/hgclock's open puts a session on the session list, and
+	 * an open can come the instant the device is registered.  Nothing
+	 * may fail after that, or the unwind would free the rings and the
+	 * list under a session still open.  /dev/hgclock-clock allocates
+	 * nothing per open, so unwinding it (err_clock_misc) is safe.
+	 */
+	ret = misc_register(&hgclock_misc);
+	if (ret) {
+		pr_err("cannot register /dev/%s: %d\n", HGCLOCK_DEVICE_NAME, ret);
+		goto err_clock_misc;
 	}
 	pr_info("ABI %u.%u loaded\n", HGCLOCK_ABI_MAJOR, HGCLOCK_ABI_MINOR);
 	return 0;
 
-err_misc:
-	misc_deregister(&hgclock_misc);
+err_clock_misc:
+	misc_deregister(&hgclock_clock_misc);
 err_track:
 	hgclock_track_exit();
 err_snapshot:
 	hgclock_snapshot_exit();
+err_pair:
+	hgclock_pair_exit();
 err_ring:
 	hgclock_ring_exit();
 	return ret;
@@ -294,14 +308,17 @@ err_ring:
 
 /*
  * No file is open (each pins the module), so no ioctl or mapping is in
- * flight: stop the producers, then free what they wrote to.
+ * flight: remove the devices in the reverse order of init, stop the
+ * producers, drain the pairings that callers gave up waiting for, then
+ * free what they all wrote to.
  */
 static void __exit hgclock_exit(void)
 {
-	misc_deregister(&hgclock_clock_misc);
 	misc_deregister(&hgclock_misc);
+	misc_deregister(&hgclock_clock_misc);
 	hgclock_track_exit();
 	hgclock_snapshot_exit();
+	hgclock_pair_exit();
 	hgclock_ring_exit();
 }
 

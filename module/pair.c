@@ -45,6 +45,14 @@ static_assert(sizeof(struct hgclock_exit_pair) == HGCLOCK_EXIT_PAIR_SIZE_VER0);
 static u32 hg_pair_key;
 static atomic_t hg_pair_seq = ATOMIC_INIT(0);
 
+/*
+ * The pairings' own workqueue (per-CPU, high priority), not a system one:
+ * a caller that gave up waiting leaves its item queued, and only a
+ * workqueue of ours can be drained before the module's code and the
+ * rings the item writes to are freed (hgclock_pair_exit()).
+ */
+static struct workqueue_struct *hg_pair_wq;
+
 bool hgclock_pair_available(void)
 {
 	return boot_cpu_has(X86_FEATURE_HYPERVISOR);
@@ -82,7 +90,10 @@ static bool hg_pair_this_cpu(void)
  * when the host runs it again (seconds on a busy host), which is a soft
  * lockup here.  Lifetime: the caller and the work item each hold a
  * reference; whoever drops the last frees it, so a caller that gave up
- * waiting may return while the work item is still queued.
+ * waiting may return while the work item is still queued (on a CPU that
+ * does not run, or that a real-time task keeps to itself).  The late
+ * item then pairs when it runs (a record nobody waits for, still valid);
+ * hg_pair_wq is drained at unload, so it never runs after the module.
  */
 struct hg_pair_work {
 	struct work_struct work;
@@ -136,7 +147,7 @@ static int hg_pair_on_cpus(const struct cpumask *cpus, u32 *nr_written,
 		init_completion(&pw->done);
 		refcount_set(&pw->ref, 2);
 		pws[cpu] = pw;
-		queue_work_on(cpu, system_highpri_wq, &pw->work);
+		queue_work_on(cpu, hg_pair_wq, &pw->work);
 	}
 	for_each_cpu(cpu, cpus) {
 		struct hg_pair_work *pw = pws[cpu];
@@ -210,7 +221,26 @@ long hgclock_ioctl_exit_pair(struct file *file, void __user *uarg)
 	return ret;
 }
 
-void __init hgclock_pair_init(void)
+int __init hgclock_pair_init(void)
 {
 	hg_pair_key = get_random_u32() & 0xffff;
+	/*
+	 * Bound (per-CPU): an item runs on the CPU it was queued on while
+	 * that CPU is online.  HIGHPRI: a pairing waits behind no ordinary
+	 * work on a busy CPU.
+	 */
+	hg_pair_wq = alloc_workqueue("hgclock_pair", WQ_HIGHPRI, 0);
+	if (!hg_pair_wq)
+		return -ENOMEM;
+	return 0;
+}
+
+/*
+ * After the devices are gone (no caller can queue more), before the
+ * rings are freed: waits for the items callers left behind, which run
+ * when their CPU next runs the workqueue's worker, and frees them.
+ */
+void hgclock_pair_exit(void)
+{
+	destroy_workqueue(hg_pair_wq);
 }
