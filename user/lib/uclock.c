@@ -181,9 +181,14 @@ static inline int hg_rseq_tsc(uint64_t *tsc, unsigned int *cpu)
 }
 #endif
 
+/* hg_methods(): the choice, above the bits of what may be used. */
+#define HG_METHOD_CHOSEN_SHIFT	8
+
 /*
- * What this process may use (1 << HGCLOCK_UCLOCK_*), asked once: neither
- * the CPUID bits nor glibc's registration can change.  RDTSCP: CPUID
+ * What this process may use (1 << HGCLOCK_UCLOCK_*) and, from bit
+ * HG_METHOD_CHOSEN_SHIFT, the best of them in the order RDTSCP, RSEQ,
+ * RDPID, NONE; asked once: neither the CPUID bits nor glibc's registration
+ * can change.  RDTSCP: CPUID
  * 0x80000001 EDX bit 27; RDPID: CPUID 7.0 ECX bit 22.  Threads of an
  * application may race to ask first: they store the same value, atomically
  * (relaxed: nothing else is published with it).
@@ -203,6 +208,12 @@ static int hg_methods(void)
 			v |= 1 << HGCLOCK_UCLOCK_RDPID;
 		if (hg_rseq_registered())
 			v |= 1 << HGCLOCK_UCLOCK_RSEQ;
+		if (v & (1 << HGCLOCK_UCLOCK_RDTSCP))
+			v |= HGCLOCK_UCLOCK_RDTSCP << HG_METHOD_CHOSEN_SHIFT;
+		else if (v & (1 << HGCLOCK_UCLOCK_RSEQ))
+			v |= HGCLOCK_UCLOCK_RSEQ << HG_METHOD_CHOSEN_SHIFT;
+		else if (v & (1 << HGCLOCK_UCLOCK_RDPID))
+			v |= HGCLOCK_UCLOCK_RDPID << HG_METHOD_CHOSEN_SHIFT;
 		__atomic_store_n(&methods, v, __ATOMIC_RELAXED);
 	}
 	return v;
@@ -215,15 +226,7 @@ int hgclock_uclock_available(int method)
 
 int hgclock_uclock_method(void)
 {
-	static const int order[] = {
-		HGCLOCK_UCLOCK_RDTSCP, HGCLOCK_UCLOCK_RSEQ, HGCLOCK_UCLOCK_RDPID,
-	};
-	unsigned int i;
-
-	for (i = 0; i < sizeof(order) / sizeof(order[0]); i++)
-		if (hgclock_uclock_available(order[i]))
-			return order[i];
-	return HGCLOCK_UCLOCK_NONE;
+	return hg_methods() >> HG_METHOD_CHOSEN_SHIFT;
 }
 
 const char *hgclock_uclock_method_name(int method)
