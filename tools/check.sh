@@ -11,6 +11,8 @@
 #                     (under TCG 6.1 marks the TSC unstable, 6.12 did not in
 #                     our runs) and with tsc=reliable
 #   HGCLOCK_VM_ACCEL  tcg (default) or kvm, passed to tools/vm/run
+#   HGCLOCK_NO_RDTSCP_SERIES the series whose tsc=reliable VM boots
+#                     -cpu max,-rdtscp,-rdpid (default 6.12; empty: none)
 #   HGCLOCK_NESTED_KERNELS  series for the nested KVM host/guest tests
 #                     (default: HGCLOCK_KERNELS without its -rt series;
 #                     empty: none)
@@ -126,6 +128,8 @@ fi
 # kernel series -> newest installed version (never hard-coded)
 # shellcheck source=tools/vm/lib.sh
 . tools/vm/lib.sh
+# shellcheck source=tools/vm/scenarios.sh
+. tools/vm/scenarios.sh
 
 # Failed VM attempts: each classified (tools/vm/classify-console), one
 # line each in attempts.log; the retried ones in retried.log.  Files, not
@@ -162,12 +166,13 @@ retrying() {
 	note "infrastructure failure; retrying $1"
 }
 
-# run_vm NAME KVER APPEND KO: the kselftests in a VM booting KVER, output
+# run_vm NAME KVER APPEND KO [CPU]: the kselftests in a VM booting KVER
+# (QEMU CPU model CPU, default tools/vm/run's), output
 # in NAME.out, exit status in NAME.rc and, if one of ours failed it, the
 # cause in NAME.ours under $log_dir.  An attempt that fails for the
 # emulator's reasons (classify-console: infra) is retried once.
 run_vm() {
-	local name=$1 kver=$2 append=$3 ko=$4 attempt rc
+	local name=$1 kver=$2 append=$3 ko=$4 cpu_model=${5:-} attempt rc
 
 	rm -rf "$log_dir/$name.rc" "$log_dir/$name.ours" "$log_dir/$name".attempt*
 	for attempt in 1 2; do
@@ -176,7 +181,7 @@ run_vm() {
 		# in QEMU 7.2 sometimes misses ("Oops: int3", see
 		# tools/vm/run).  The nested testbed needs multi.
 		tools/vm/run --kernel "$kver" ${append:+--append "$append"} \
-			--tcg-thread single --timeout 900 \
+			${cpu_model:+--cpu "$cpu_model"} --tcg-thread single --timeout 900 \
 			--log-dir "$log_dir/$name.attempt$attempt.vm" -- \
 			"selftests/vm-tests.sh '$build' '$ko'" \
 			>"$log_dir/$name.out" 2>&1
@@ -231,8 +236,14 @@ for series in $kernels; do
 	for mode in $modes; do
 		append=""
 		[ "$mode" = reliable ] && append="tsc=reliable"
-		note "VM $kver ($mode TSC): kselftests"
-		run_vm "vm_${series}_tsc_${mode}" "$kver" "$append" "$ko" &
+		# One VM's CPU has neither RDTSCP nor RDPID, as many cloud
+		# VMs: the zero-syscall clock's rseq method (library.rst)
+		# against READ_CLOCK (uclock_test, ring_test, perm_test).
+		cpu_model=""
+		[ "$mode" = reliable ] && [ "$series" = "${HGCLOCK_NO_RDTSCP_SERIES-6.12}" ] &&
+			cpu_model="max,-rdtscp,-rdpid"
+		note "VM $kver ($mode TSC${cpu_model:+, -cpu $cpu_model}): kselftests"
+		run_vm "vm_${series}_tsc_${mode}" "$kver" "$append" "$ko" "$cpu_model" &
 		running=$((running + 1))
 		if [ "$running" -ge "${HGCLOCK_VM_JOBS:-2}" ]; then
 			wait -n
@@ -334,22 +345,16 @@ for series in $nested_kernels; do
 	[ -n "$kver" ] && [ -f "$build/module/$kver/hgclock.ko" ] || continue
 	name="nested_${series}"
 	nested_prepare "$name"
-	# The guest's helpers (selftests/nested): its TSC writes and, once
-	# built, its CPUID flood.
-	track_files=(--guest-file "$build/selftests/tsc_adjust:tsc_adjust")
-	# The CPUID flood only when asked for: the nested stack died as it
-	# began at 6 of 7 attempts in CI (Documentation/testing.rst).
-	[ "${HGCLOCK_NESTED_FLOOD:-0}" = 1 ] && [ -x "$build/selftests/cpuid_flood" ] &&
-		track_files+=(--guest-file "$build/selftests/cpuid_flood:cpuid_flood")
+	# The guest's helpers (selftests/nested): its TSC writes and, with
+	# HGCLOCK_NESTED_FLOOD=1, its CPUID flood (tools/vm/scenarios.sh).
+	scenario_args track "$kver" "$build" "" || { own not-ok "$name" "scenario_args track failed"; continue; }
 	# Emulator faults (QEMU's multi-threaded TCG can run stale code
 	# after the host VM's kernel patches its text, see tools/vm/run),
 	# hangs (nested TCG now and then stalls both levels), a host VM that
 	# dies (qemu gone without a panic on the console, as in CI on
 	# 2026-11-29) and guests that never come up: the emulator's, not
 	# ours; retried.  A crash of ours is not.
-	nested_run "$name" "nested KVM host and guest on $kver" "" "" -- \
-		--kernel "$kver" --timeout 420 "${track_files[@]}" -- \
-		selftests/nested/track-host.sh selftests/nested/track-guest.sh
+	nested_run "$name" "nested KVM host and guest on $kver" "" "" -- "${SCENARIO_ARGS[@]}"
 	grep -v '^guest| \[' "$log_dir/$name.out" |
 		sed "s/^\(\(not \)\?ok [0-9]*\) /\1 $name: /" | tee -a "$tap_log"
 	if [ -s "$log_dir/$name.ours" ]; then
@@ -382,9 +387,8 @@ for series in $moving_kernels; do
 	[ -n "$kver" ] && [ -f "$build/module/$kver/hgclock.ko" ] || continue
 	name="nested_moving_${series}"
 	nested_prepare "$name"
-	nested_run "$name" "nested moving-offsets scenario on $kver" "" moving_checks_ran -- \
-		--kernel "$kver" --append tsc=unstable --timeout 540 -- \
-		selftests/nested/moving-host.sh selftests/nested/moving-guest.sh
+	scenario_args moving "$kver" "$build" "" || { own not-ok "$name" "scenario_args moving failed"; continue; }
+	nested_run "$name" "nested moving-offsets scenario on $kver" "" moving_checks_ran -- "${SCENARIO_ARGS[@]}"
 	grep -v '^guest| \[' "$log_dir/$name.out" |
 		sed "s/^\(\(not \)\?ok [0-9]*\) /\1 $name: /" | tee -a "$tap_log"
 	if [ -s "$log_dir/$name.ours" ]; then
@@ -417,12 +421,9 @@ for series in $many_kernels; do
 	[ -n "$kver" ] && [ -f "$build/module/$kver/hgclock.ko" ] || continue
 	name="nested_many_${series}"
 	logs=$top/$build/nested-many-$series
-	mapfile -t unit_files < <(vm_unit_guest_files "$build")
 	nested_prepare "$name"
-	nested_run "$name" "nested many-guests scenario on $kver" "$logs" many_checks_ran -- \
-		--kernel "$kver" --timeout 720 "${unit_files[@]}" \
-		--env HGCLOCK_NESTED_LOGS="$logs" --env HGCLOCK_MANY_TRACE="${HGCLOCK_MANY_TRACE:-entries}" -- \
-		selftests/nested/many-host.sh selftests/nested/many-guest.sh
+	scenario_args many "$kver" "$build" "$logs" || { own not-ok "$name" "scenario_args many failed"; continue; }
+	nested_run "$name" "nested many-guests scenario on $kver" "$logs" many_checks_ran -- "${SCENARIO_ARGS[@]}"
 	if [ -s "$log_dir/$name.ours" ]; then
 		own not-ok "$name" "not retried: $(cat "$log_dir/$name.ours")"
 		continue
@@ -469,13 +470,11 @@ done
 # The recording is what is tested: a guest the emulator resets after the
 # host script finished does not spoil it.  Its application's file leaves
 # after the recording: when the guest died before saying it was out, the
-# guest-side checks are skips (app_skip).  $logs: the scenario's directory.
+# guest-side checks are skips (SCENARIO_APP_SKIP, tools/vm/scenarios.sh).  $logs: the scenario's directory.
 merge_recorded() {
-	grep -q 'nested-host: host script exit 0' "$log_dir/$1.out" &&
-		"$build/user/hgclock" dump --summary "$logs/merge.hgc" >/dev/null 2>&1 || return 1
+	scenario_merge_recorded "$log_dir/$1.out" "$logs" "$build/user/hgclock" || return 1
 	note "the guest died after the recording (exit $3); checking what was recorded"
-	grep -q '^guest| guest: out: guest-app.hgev ' "$log_dir/$1.out" ||
-		app_skip="the emulator reset the guest after the recording, before its files came out (exit $3, see $log_dir/$1.attempt$2.out)"
+	[ -z "$SCENARIO_APP_SKIP" ] || SCENARIO_APP_SKIP="$SCENARIO_APP_SKIP (exit $3, see $log_dir/$1.attempt$2.out)"
 	return 0
 }
 merge_kernels=${HGCLOCK_MERGE_KERNELS-$nested_kernels}
@@ -484,37 +483,15 @@ for series in $merge_kernels; do
 	[ -n "$kver" ] && [ -f "$build/module/$kver/hgclock.ko" ] || continue
 	name="nested_merge_${series}"
 	logs=$top/$build/nested-merge-$series
-	mapfile -t tc_files < <(vm_tracecmd_guest_files)
-	# The APIC ID gap on 6.12 only by default: on 6.1 the nested guest
-	# with the gapped topology reset itself mid-recording in 3 runs of 3
-	# (2026-12-03; with no gap it passed), cause not established
-	# (Documentation/testing.rst).
-	gap=${HGCLOCK_MERGE_APIC_GAP:-$([ "$series" = 6.1 ] && echo 0 || echo 1)}
-	# The application for the guest too (merge-guest.sh).
-	[ -x "$build/selftests/hgclock-events" ] &&
-		tc_files+=(--guest-file "$build/selftests/hgclock-events:bin/hgclock-events")
-	# perf for the guest (Debian's linux-perf, tools/deps.sh): its
-	# samples are merged and placed (merge.perf_*, perf-apps.rst).
-	perf_expect=
-	if [ "${HGCLOCK_MERGE_PERF:-1}" = 1 ] && command -v perf >/dev/null; then
-		mapfile -t -O "${#tc_files[@]}" tc_files < <(vm_perf_guest_files)
-		perf_expect=1
-	fi
+	# The same run as make demo's (tools/vm/scenarios.sh): the guest a
+	# libvirt domain found by record --guest domain:guest, its vCPUs'
+	# APIC IDs 0 and 4 on 6.12 (guest CPU, qemu's CPU number and KVM's
+	# vcpu_id all differ for guest CPU 1), the application and perf on
+	# both sides.
+	scenario_args merge "$kver" "$build" "$logs" || { own not-ok "$name" "scenario_args merge failed"; continue; }
 	nested_prepare "$name"
-	app_skip=
-	# The guest as a libvirt domain (HGCLOCK_MERGE_LIBVIRT=0: by hand),
-	# found by record --guest domain:guest: what libvirt really writes,
-	# in the boot the merge test needs anyway.  Its two vCPUs have APIC
-	# IDs 0 and 4 (HGCLOCK_MERGE_APIC_GAP=0: 0 and 1), so guest CPU,
-	# qemu's CPU number and KVM's vcpu_id all differ for guest CPU 1.
-	nested_run "$name" "nested merge scenario on $kver" "$logs" merge_recorded -- \
-		--kernel "$kver" --timeout 600 "${tc_files[@]}" \
-		--env HGCLOCK_APP_EVENTS="$(realpath -m "$build/selftests/hgclock-events")" \
-		--env HGCLOCK_NESTED_LOGS="$logs" \
-		--env HGCLOCK_GUEST_LIBVIRT="${HGCLOCK_MERGE_LIBVIRT:-1}" \
-		--env HGCLOCK_GUEST_APIC_GAP="$gap" \
-		--env HGCLOCK_MERGE_PERF="${HGCLOCK_MERGE_PERF:-1}" -- \
-		selftests/nested/merge-host.sh selftests/nested/merge-guest.sh
+	SCENARIO_APP_SKIP=
+	nested_run "$name" "nested merge scenario on $kver" "$logs" merge_recorded -- "${SCENARIO_ARGS[@]}"
 	if [ -s "$log_dir/$name.ours" ]; then
 		grep -v '^guest| \[' "$log_dir/$name.out" | tail -n 20
 		own not-ok "$name" "not retried: $(cat "$log_dir/$name.ours")"
@@ -527,11 +504,19 @@ for series in $merge_kernels; do
 		continue
 	fi
 	own ok "$name"
-	HGCLOCK_EXPECT_APIC_GAP=$gap HGCLOCK_GUEST_APP_SKIP=$app_skip HGCLOCK_EXPECT_PERF=$perf_expect \
-	HGCLOCK_EXPECT_GUEST_APP=$([ -x "$build/selftests/hgclock-events" ] && echo 1) \
-		python3 selftests/nested/check_merge.py "$build/user/hgclock" "$logs" >"$log_dir/$name.check" 2>&1
+	scenario_merge_check "$kver" "$build" "$logs" >"$log_dir/$name.check" 2>&1
 	sed "s/^\(\(not \)\?ok [0-9]*\) /\1 $name: /" "$log_dir/$name.check" | tee -a "$tap_log"
 	grep -qE '^(not )?ok' "$log_dir/$name.check" || own not-ok "${name}_check" "check_merge.py failed"
+	# make demo's screen on the same recording (tools/demo.sh runs the
+	# same scenario, check and tools/demo-show.py): CI fails whenever
+	# the demo would show nothing.
+	if python3 tools/demo-show.py "$logs" >"$log_dir/$name.demo" 2>&1; then
+		sed 's/^/# /' "$log_dir/$name.demo"
+		own ok "${name}_demo_show"
+	else
+		sed 's/^/# /' "$log_dir/$name.demo"
+		own not-ok "${name}_demo_show" "$(tail -n 1 "$log_dir/$name.demo")"
+	fi
 	if [ "${HGCLOCK_MERGE_LIBVIRT:-1}" = 1 ]; then
 		if [ -s "$logs/libvirt.tap" ]; then
 			sed "s/^\(\(not \)\?ok [0-9]*\) /\1 $name: /" "$logs/libvirt.tap" | tee -a "$tap_log"

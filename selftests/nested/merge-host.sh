@@ -9,7 +9,9 @@
 # which outlives the VM): merge.hgc, host.dat, host-guest.dat.  The
 # checks run outside the VM (selftests/nested/check_merge.py).
 #
-# Environment: HGCLOCK_MERGE_SECONDS (trace length, default 6),
+# Environment (set by tools/vm/scenarios.sh for every caller):
+# HGCLOCK_APP_EVENTS (the application, "" for none),
+# HGCLOCK_MERGE_SECONDS (trace length, default 6),
 # HGCLOCK_MERGE_HOST_EVENTS / HGCLOCK_MERGE_GUEST_EVENTS (trace-cmd -e
 # options), HGCLOCK_MERGE_MOVE_MS (how often the vCPUs move, default 300).
 tool=$HGCLOCK_TOOL
@@ -69,9 +71,10 @@ rm -f /tmp/stop-moving
 mover=$!
 
 # A host application's events during the recording, in the traces' local
-# clock (the guest runs the same program: merge-guest.sh).
+# clock (the guest runs the same program: merge-guest.sh).  Its path comes
+# from tools/vm/scenarios.sh, "" when it is not built.
 app=
-if [ -x "$HGCLOCK_APP_EVENTS" ]; then
+if [ -n "${HGCLOCK_APP_EVENTS:-}" ] && [ -x "$HGCLOCK_APP_EVENTS" ]; then
 	"$HGCLOCK_APP_EVENTS" -l -i 100 "$out/host-app.hgev" 900 >/tmp/app.log 2>&1 &
 	app=$!
 fi

@@ -41,7 +41,14 @@ if [ -z "$dir" ]; then
 	[ -n "$kver" ] || { echo "bench: no installed ${HGCLOCK_MERGE_KERNEL:-6.12} kernel" >&2; exit 1; }
 	tools/build-module.sh "/usr/src/linux-headers-$kver" "$build/module" >/dev/null || exit 1
 	dir=$top/$build/bench/merge
-	mapfile -t files < <(vm_tracecmd_guest_files)
+	# The merge scenario of make check and make demo
+	# (tools/vm/scenarios.sh), with the bench's trace: longer, more
+	# events, a guest started by hand, no perf.
+	# shellcheck source=tools/vm/scenarios.sh
+	. tools/vm/scenarios.sh
+	HGCLOCK_MERGE_SECONDS=${HGCLOCK_BENCH_MERGE_SECONDS:-10} HGCLOCK_MERGE_LIBVIRT=0 HGCLOCK_MERGE_PERF=0 \
+	HGCLOCK_MERGE_HOST_EVENTS="-e kvm -e sched -e irq -e timer" \
+		scenario_args merge "$kver" "$build" "$dir" || exit 1
 	mkdir -p "$top/$build/bench"
 	cause_class=
 	for attempt in $(seq 1 "$attempts"); do
@@ -50,13 +57,8 @@ if [ -z "$dir" ]; then
 		log=$top/$build/bench/merge.attempt$attempt.out
 		vmlogs=$top/$build/bench/merge.attempt$attempt.vm
 		rm -rf "$vmlogs"
-		tools/vm/nested --kernel "$kver" --timeout 1200 "${files[@]}" \
-			--log-dir "$vmlogs" \
-			--env HGCLOCK_NESTED_LOGS="$dir" \
-			--env HGCLOCK_MERGE_SECONDS="${HGCLOCK_BENCH_MERGE_SECONDS:-10}" \
-			--env "HGCLOCK_MERGE_HOST_EVENTS=-e kvm -e sched -e irq -e timer" -- \
-			selftests/nested/merge-host.sh selftests/nested/merge-guest.sh \
-			>"$log" 2>&1
+		scenario_nested --timeout 1200 --log-dir "$vmlogs"
+		tools/vm/nested "${NESTED_ARGS[@]}" >"$log" 2>&1
 		rc=$?
 		[ $rc -eq 0 ] && { cause_class=; break; }
 		bench_attempt merge "$attempt" "$rc" "$log" "$vmlogs"

@@ -24,6 +24,8 @@
 #   track        selftests/nested/track-*.sh
 #   moving       selftests/nested/moving-*.sh, host VM tsc=unstable
 #   merge        selftests/nested/merge-*.sh (trace-cmd on both sides)
+#   many         selftests/nested/many-*.sh (four guests, migration, restore)
+# (tools/vm/scenarios.sh: the same arguments as make check's)
 # or one of make bench's (tools/bench/sync.sh):
 #   sync-steady  tools/bench/sync-*.sh, host VM tsc=reliable
 #   sync-moving  tools/bench/sync-*.sh, host VM tsc=unstable
@@ -92,22 +94,15 @@ if [ ! -f "$ko" ]; then
 fi
 [ -x "$build/user/hgclock" ] || { vm_msg "build first: make user selftests"; exit 2; }
 
-# The scenario's tools/vm/nested arguments, as tools/check.sh (or
-# tools/bench/sync.sh) gives them.
+# The scenario's tools/vm/nested arguments: make check's
+# (tools/vm/scenarios.sh), or tools/bench/sync.sh's.
+# shellcheck source=tools/vm/scenarios.sh
+. "$here/scenarios.sh"
 args=()
 case $scenario in
-track)
-	args=(--timeout 300 --guest-file "$build/selftests/tsc_adjust:tsc_adjust")
-	[ -x "$build/selftests/cpuid_flood" ] &&
-		args+=(--guest-file "$build/selftests/cpuid_flood:cpuid_flood")
-	args+=(-- selftests/nested/track-host.sh selftests/nested/track-guest.sh) ;;
-moving)
-	args=(--append tsc=unstable --timeout 450 --
-		selftests/nested/moving-host.sh selftests/nested/moving-guest.sh) ;;
-merge)
-	mapfile -t tc < <(vm_tracecmd_guest_files)
-	args=(--timeout 420 "${tc[@]}" --env HGCLOCK_NESTED_LOGS="$out_dir/merge-logs" --
-		selftests/nested/merge-host.sh selftests/nested/merge-guest.sh) ;;
+track | moving | many | merge)
+	scenario_args "$scenario" "$kver" "$build" "$out_dir/$scenario-logs" || exit 2
+	args=("${SCENARIO_ARGS[@]:2}") ;;	# without its --kernel KVER
 sync-steady | sync-moving)
 	mapfile -t tc < <(vm_tracecmd_guest_files)
 	append=tsc=reliable
@@ -115,7 +110,7 @@ sync-steady | sync-moving)
 	args=(--append "$append" --timeout 1200 "${tc[@]}"
 		--env HGCLOCK_BENCH_SECONDS=10 --env "HGCLOCK_BENCH_CLOCKS=local x86-tsc" --
 		tools/bench/sync-host.sh tools/bench/sync-guest.sh) ;;
-*) vm_msg "unknown scenario $scenario (track, moving, merge, sync-steady, sync-moving)"; exit 2 ;;
+*) vm_msg "unknown scenario $scenario (track, moving, many, merge, sync-steady, sync-moving)"; exit 2 ;;
 esac
 
 dir=$out_dir/$scenario
@@ -128,7 +123,7 @@ for i in $(seq 1 "$n"); do
 		k=1
 		while [ -e "$dir/$v.$k.out" ]; do k=$((k + 1)); done
 		log=$dir/$v.$k.out vmlogs=$dir/$v.$k.vm
-		rm -rf "$top/$build/nested" "$out_dir/merge-logs"
+		rm -rf "$top/$build/nested" "$out_dir/$scenario-logs"
 		t0=$(date +%s)
 		tools/vm/nested --kernel "$kver" --log-dir "$vmlogs" "${opt[@]}" "${args[@]}" >"$log" 2>&1
 		rc=$?
