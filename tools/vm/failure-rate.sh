@@ -35,7 +35,9 @@
 # both).  Each run's output and logs stay in
 # build/failure-rate/SCENARIO/<variant>.<i>.out and .vm/; every run adds
 # one line to build/failure-rate/results.log ("date scenario kernel
-# variant class exit cause"), so that runs on several days add up:
+# variant class exit cause", the variant with the emulator: module@qemu-10.0.2,
+# and ",single" with HGCLOCK_NESTED_TCG_THREAD=single), so that runs on
+# several days add up:
 # tools/vm/failure-rate.sh --summary prints the counts from that log.
 # A nested run takes 1.5 to 4 minutes of one core or two; 10 runs of
 # each variant of one scenario take about an hour.
@@ -113,6 +115,12 @@ sync-steady | sync-moving)
 *) vm_msg "unknown scenario $scenario (track, moving, many, merge, sync-steady, sync-moving)"; exit 2 ;;
 esac
 
+# The emulator a run used, in its variant's name (module@qemu-10.0.2,
+# ...,single for single-threaded TCG in the host VM): runs of different
+# emulators are counted apart.
+emu=@qemu-$(qemu-system-x86_64 --version | sed -n '1s/^QEMU emulator version \([^ ]*\).*/\1/p')
+[ "${HGCLOCK_NESTED_TCG_THREAD:-multi}" = single ] && emu=$emu,single
+
 dir=$out_dir/$scenario
 mkdir -p "$dir"
 for i in $(seq 1 "$n"); do
@@ -134,7 +142,7 @@ for i in $(seq 1 "$n"); do
 		fi
 		class=${cause%%:*}
 		echo "failure-rate: $scenario $v run $i/$n ($(( $(date +%s) - t0 )) s, exit $rc): $cause"
-		echo "$(date -u +%FT%TZ) $scenario $kver $v $class $rc ${cause#*: }" >>"$results"
+		echo "$(date -u +%FT%TZ) $scenario $kver $v$emu $class $rc ${cause#*: }" >>"$results"
 	done
 done
 summary | grep -F "$scenario on $kver"
