@@ -112,6 +112,9 @@ UNIT_TESTS := $(BUILD)/unit/test_json $(BUILD)/unit/test_lib $(BUILD)/unit/test_
 BENCHES := $(BUILD)/bench/bench_read_clock $(BUILD)/bench/bench_ring \
 	$(BUILD)/bench/bench_pingpong $(BUILD)/bench/bench_compress
 
+# Natively, no module: the zero-syscall clock by each method against the vDSO (bench.rst)
+BENCHES += $(BUILD)/bench/bench_native_clock
+
 NESTED_HELPERS := $(BUILD)/selftests/tsc_adjust $(BUILD)/selftests/cpuid_flood
 
 .PHONY: all module user selftests unit check demo demo-module bench clean headers-check fuzz
@@ -338,6 +341,8 @@ fuzz: $(BUILD)/fuzz/fuzz_corr $(BUILD)/unit/test_corr
 	printf '\003\003\000\100\000\000\000\024\000' >$(BUILD)/fuzz/corpus/hostile-zstd-seed
 	printf '\007\003\000\020\000\000\000\024\000' >$(BUILD)/fuzz/corpus/hostile-frame-seed
 	tools/fuzz.sh $(BUILD) $(FUZZ_TIME)
+
+$(BUILD)/bench/bench_native_clock: selftests/unit/fake_clock.h
 
 $(BUILD)/bench/%: tools/bench/%.c $(LIB)
 	@mkdir -p $(dir $@)

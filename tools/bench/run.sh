@@ -1,6 +1,7 @@
 #!/bin/bash
-# make bench: builds everything, boots each target kernel in a VM with the
-# module loaded and runs the benchmarks there.  Every figure is one line
+# make bench: builds everything, measures the library's clock natively
+# (bench_native_clock, no VM, no module), then boots each target kernel in
+# a VM with the module loaded and runs the benchmarks there.  Every figure is one line
 # "BENCH <name> <value> <unit>", prefixed by the kernel it came from.
 # Under TCG absolute times mean little: read the ratios.
 #
@@ -36,6 +37,10 @@ mkdir -p "$build/bench"
 : >"$build/bench/retried.log"
 
 status=0
+# Natively first, on this machine's own CPU, no VM and no module: the
+# library's clock read by each method against the vDSO (bench.rst).
+echo "== native: the zero-syscall clock against clock_gettime (no VM, no module)"
+"$build/bench/bench_native_clock" || status=1
 for series in ${HGCLOCK_KERNELS:-6.1 6.12}; do
 	kver=$(vm_series_kernel "$series")
 	if [ -z "$kver" ]; then
