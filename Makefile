@@ -40,7 +40,7 @@ USER_LDFLAGS := $(EXTRA_LDFLAGS) $(TRACECMD_LIBS) $(ZSTD_LIBS) $(PROTOBUF_C_LIBS
 # libhgclock (user/lib/), linked statically into the tool; the command's files
 # are in user/.  user/lib/clock.c is the application API of libhgclock.so (below).
 LIB_SRCS := user/lib/libhgclock.c user/lib/ring.c user/lib/uclock.c user/lib/corr.c \
-	user/lib/corr_check.c user/lib/proto.c user/lib/sync.c user/lib/clock.c
+	user/lib/corr_check.c user/lib/proto.c user/lib/sync_core.c user/lib/clock.c
 # The guest-to-host mapping's other files, by method (Documentation/sync.rst)
 LIB_SRCS += user/lib/sync_load.c user/lib/sync_vcpu.c user/lib/sync_kvm.c \
 	user/lib/sync_fit.c user/lib/sync_bound.c
