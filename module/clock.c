@@ -37,10 +37,10 @@ static_assert(sizeof(struct hgclock_clock_sample) == 64);
 static_assert(sizeof(struct hgclock_read_clock) == HGCLOCK_READ_CLOCK_SIZE_VER0);
 
 /*
- * Runs with interrupts disabled, either from smp_call_function_single()
- * (IPI context on the target CPU, or directly when the target is the
- * calling CPU) or under local_irq_save().  The order of the reads is ABI:
- * see struct hgclock_clock_sample.
+ * Runs with interrupts disabled: in the interrupt of a cross-CPU call
+ * (xcall.c; directly when the target is the calling CPU) or under
+ * local_irq_save().  The order of the reads is ABI: see struct
+ * hgclock_clock_sample.
  */
 void hgclock_sample_this_cpu(struct hgclock_clock_sample *sample)
 {
@@ -55,34 +55,45 @@ void hgclock_sample_this_cpu(struct hgclock_clock_sample *sample)
 	sample->flags = HGCLOCK_SAMPLE_VALID;
 }
 
-static void hgclock_sample_ipi(void *info)
+/* The cross-CPU call's handler: into its slot, never the caller's memory. */
+static void hgclock_sample_xcall(void *info)
 {
-	hgclock_sample_this_cpu(info);
+	struct hgclock_xcall *xc = info;
+
+	hgclock_sample_this_cpu(hgclock_xcall_result(xc));
+	hgclock_xcall_answer(xc);
 }
 
 /*
- * Read on @cpu.  smp_call_function_single() runs the function locally with
- * interrupts off when @cpu is the current CPU, and fails with -ENXIO when
- * @cpu is offline; the caller holds no lock.
+ * Read on @cpu, bounded (xcall.c): -ETIMEDOUT if it has not answered in
+ * HGCLOCK_XCALL_TIMEOUT_MS.  cpus_read_lock() keeps @cpu online while
+ * the call is in flight.
  */
-static int hgclock_sample_on(unsigned int cpu, struct hgclock_clock_sample *s)
+static int hgclock_sample_on(u32 *cpu, struct hgclock_clock_sample *s)
 {
-	if (cpu >= nr_cpu_ids || !cpu_online(cpu))
-		return -EINVAL;
-	if (smp_call_function_single(cpu, hgclock_sample_ipi, s, 1))
-		return -EINVAL;
-	return 0;
+	int ret;
+
+	cpus_read_lock();
+	if (*cpu >= nr_cpu_ids || !cpu_online(*cpu))
+		ret = -EINVAL;
+	else
+		ret = hgclock_xcall(cpumask_of(*cpu), hgclock_sample_xcall, 0,
+				    s, sizeof(*s), cpu);
+	cpus_read_unlock();
+	return ret;
 }
 
 /*
  * Every online CPU in one call.  cpus_read_lock() keeps the online mask
  * stable between counting and sampling, so the count we report is the
- * count we fill.
+ * count we fill.  -ETIMEDOUT: req->cpu is the first CPU that did not
+ * answer, and the samples of those that did are written (the others
+ * zeroed: no HGCLOCK_SAMPLE_VALID).
  */
 static long hgclock_read_all_cpus(struct hgclock_read_clock *req)
 {
 	struct hgclock_clock_sample *samples;
-	unsigned int cpu, nr_online, i = 0;
+	unsigned int nr_online;
 	long ret = 0;
 
 	cpus_read_lock();
@@ -97,17 +108,13 @@ static long hgclock_read_all_cpus(struct hgclock_read_clock *req)
 		ret = -ENOMEM;
 		goto out_unlock;
 	}
-	for_each_online_cpu(cpu) {
-		ret = smp_call_function_single(cpu, hgclock_sample_ipi,
-					       &samples[i], 1);
-		if (ret)
-			break;
-		i++;
-	}
+	ret = hgclock_xcall(cpu_online_mask, hgclock_sample_xcall, 0, samples,
+			    sizeof(*samples), &req->cpu);
 	cpus_read_unlock();
 
-	if (!ret && copy_to_user(u64_to_user_ptr(req->samples_ptr), samples,
-				 array_size(nr_online, sizeof(*samples))))
+	if ((!ret || ret == -ETIMEDOUT) &&
+	    copy_to_user(u64_to_user_ptr(req->samples_ptr), samples,
+			 array_size(nr_online, sizeof(*samples))))
 		ret = -EFAULT;
 	kfree(samples);
 	req->nr_samples = nr_online;
@@ -156,17 +163,17 @@ long hgclock_ioctl_read_clock(struct file *file, void __user *uarg)
 		if (ret)
 			return ret;
 		ret = hgclock_read_all_cpus(&req);
-		/* ENOSPC still reports the needed count. */
-		if (ret && ret != -ENOSPC)
+		/* ENOSPC still reports the needed count, ETIMEDOUT the CPU. */
+		if (ret && ret != -ENOSPC && ret != -ETIMEDOUT)
 			return ret;
 	} else if (req.flags & HGCLOCK_READ_CPU) {
 		ret = hgclock_cross_cpu_budget(file, 1);
 		if (ret)
 			return ret;
-		ret = hgclock_sample_on(req.cpu, &req.sample);
-		if (ret)
+		ret = hgclock_sample_on(&req.cpu, &req.sample);
+		if (ret && ret != -ETIMEDOUT)
 			return ret;
-		req.nr_samples = 1;
+		req.nr_samples = ret ? 0 : 1;
 	} else {
 		unsigned long irqflags;
 

@@ -8,6 +8,7 @@
 #include <linux/types.h>
 #include <linux/fs.h>
 #include <linux/poll.h>
+#include <linux/smp.h>
 #include <linux/uaccess.h>
 #include <linux/hgclock.h>
 
@@ -91,7 +92,7 @@ int hgclock_snapshot_init(void);
 void hgclock_snapshot_exit(void);
 void hgclock_snapshot_set_period(u64 period_ns);
 u64 hgclock_snapshot_period(void);
-unsigned int hgclock_snapshot_all(u32 reason);
+int hgclock_snapshot_all(u32 reason, u32 *nr_written, u32 *late_cpu);
 long hgclock_ioctl_snapshot(struct file *file, void __user *uarg);
 long hgclock_ioctl_produce(struct file *file, void __user *uarg);
 
@@ -112,6 +113,18 @@ int hgclock_pair_init(void);
 void hgclock_pair_exit(void);
 bool hgclock_pair_available(void);
 long hgclock_ioctl_exit_pair(struct file *file, void __user *uarg);
+
+/* xcall.c: calls on other CPUs in interrupt context, with a deadline */
+#define HGCLOCK_XCALL_TIMEOUT_MS	HGCLOCK_EXIT_PAIR_TIMEOUT_MS	/* ABI: the same bound */
+#define HGCLOCK_XCALL_RESULT_MAX	64
+struct hgclock_xcall;
+void hgclock_xcall_init(void);
+void hgclock_xcall_exit(void);
+int hgclock_xcall(const struct cpumask *cpus, smp_call_func_t func, u64 arg,
+		  void *results, size_t result_size, u32 *late_cpu);
+void *hgclock_xcall_result(struct hgclock_xcall *xc);
+u64 hgclock_xcall_arg(const struct hgclock_xcall *xc);
+void hgclock_xcall_answer(struct hgclock_xcall *xc);
 
 /* ksym.c: data the kernel does not export, looked up once at load */
 int hgclock_ksym_init(void);

@@ -16,13 +16,15 @@
  *            |
  *            v
  *   ring.c (rings, mmap, poll)   conv.c -> ksym.c   policy.c
+ *   xcall.c (cross-CPU calls with a deadline: READ_CLOCK, SNAPSHOT)
  *
- * ring.c, conv.c, ksym.c and policy.c call nothing else of the module;
- * the middle files call only the bottom row, never each other.
+ * ring.c, conv.c, ksym.c, policy.c and xcall.c call nothing else of the
+ * module; the middle files call only the bottom row, never each other.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
 #include <linux/capability.h>
+#include <linux/cpu.h>
 #include <linux/fs.h>
 #include <linux/miscdevice.h>
 #include <linux/mm.h>
@@ -156,9 +158,17 @@ static long hgclock_ioctl_ring_config(struct file *file, void __user *uarg)
 		return ret;
 	if (cfg.flags & HGCLOCK_CFG_SET_PERIOD)
 		hgclock_snapshot_set_period(cfg.snapshot_period_ns);
-	/* A fresh ring starts with every CPU's conversion in it. */
-	if (replaced)
-		hgclock_snapshot_all(HGCLOCK_SNAP_START);
+	/*
+	 * A fresh ring starts with every CPU's conversion in it; a CPU that
+	 * does not answer in time writes its snapshot when it does.
+	 */
+	if (replaced) {
+		u32 nr_written, late_cpu;
+
+		cpus_read_lock();
+		hgclock_snapshot_all(HGCLOCK_SNAP_START, &nr_written, &late_cpu);
+		cpus_read_unlock();
+	}
 	cfg.flags = 0;
 	cfg.snapshot_period_ns = hgclock_snapshot_period();
 	if (copy_to_user(uarg, &cfg, sizeof(cfg)))
@@ -256,6 +266,7 @@ static int __init hgclock_init(void)
 		return ret;
 	hgclock_conv_init();
 	hgclock_clock_init();
+	hgclock_xcall_init();
 
 	/*
 	 * The ring before its producers (the pairings' workqueue, the
@@ -302,6 +313,7 @@ err_snapshot:
 err_pair:
 	hgclock_pair_exit();
 err_ring:
+	hgclock_xcall_exit();
 	hgclock_ring_exit();
 	return ret;
 }
@@ -319,6 +331,7 @@ static void __exit hgclock_exit(void)
 	hgclock_track_exit();
 	hgclock_snapshot_exit();
 	hgclock_pair_exit();
+	hgclock_xcall_exit();
 	hgclock_ring_exit();
 }
 

@@ -32,6 +32,7 @@
 #include <linux/suspend.h>
 #include <linux/sched.h>
 #include <linux/sched/clock.h>
+#include <linux/slab.h>
 #include <linux/smp.h>
 #include <linux/trace_clock.h>
 #include <linux/uaccess.h>
@@ -92,12 +93,15 @@ static bool hg_snapshot_this_cpu(u32 reason)
 /* PM_POST_*: process context, every CPU back online and thawed. */
 static int hg_pm_notify(struct notifier_block *nb, unsigned long action, void *data)
 {
+	u32 nr_written, late_cpu;
+
 	switch (action) {
 	case PM_POST_SUSPEND:
 	case PM_POST_HIBERNATION:
 	case PM_POST_RESTORE:
+		/* A CPU that does not answer in time snapshots when it does. */
 		cpus_read_lock();
-		hgclock_snapshot_all(HGCLOCK_SNAP_RESUME);
+		hgclock_snapshot_all(HGCLOCK_SNAP_RESUME, &nr_written, &late_cpu);
 		cpus_read_unlock();
 		break;
 	}
@@ -108,26 +112,48 @@ static struct notifier_block hg_pm_nb = {
 	.notifier_call = hg_pm_notify,
 };
 
-struct hg_snap_req {
-	u32 reason;
-	atomic_t nr_written;
-};
-
-static void hg_snapshot_ipi(void *info)
+/*
+ * The cross-CPU call's handler (xcall.c): the snapshot, and whether the
+ * ring took it, into its slot.  A caller that gave up still gets the
+ * snapshot in the ring when the CPU answers; only the count misses it.
+ */
+static void hg_snapshot_xcall(void *info)
 {
-	struct hg_snap_req *req = info;
+	struct hgclock_xcall *xc = info;
+	u32 *written = hgclock_xcall_result(xc);
 
-	if (hg_snapshot_this_cpu(req->reason))
-		atomic_inc(&req->nr_written);
+	*written = hg_snapshot_this_cpu((u32)hgclock_xcall_arg(xc));
+	hgclock_xcall_answer(xc);
 }
 
-/* Every online CPU; returns how many snapshots the rings took. */
-unsigned int hgclock_snapshot_all(u32 reason)
+/*
+ * Each CPU of @cpus (cpus_read_lock() held), bounded: 0 or -ETIMEDOUT
+ * with *@late_cpu the first CPU that did not answer; *@nr_written counts
+ * the snapshots the rings took from those that did.
+ */
+static int hg_snapshot_cpus(const struct cpumask *cpus, u32 reason,
+			    u32 *nr_written, u32 *late_cpu)
 {
-	struct hg_snap_req req = { .reason = reason };
+	unsigned int i, n = cpumask_weight(cpus);
+	u32 *written;
+	int ret;
 
-	on_each_cpu(hg_snapshot_ipi, &req, 1);
-	return atomic_read(&req.nr_written);
+	written = kcalloc(n, sizeof(*written), GFP_KERNEL);
+	if (!written)
+		return -ENOMEM;
+	ret = hgclock_xcall(cpus, hg_snapshot_xcall, reason, written,
+			    sizeof(*written), late_cpu);
+	*nr_written = 0;
+	for (i = 0; i < n; i++)
+		*nr_written += written[i];
+	kfree(written);
+	return ret;
+}
+
+/* Every online CPU (cpus_read_lock() held); as hg_snapshot_cpus(). */
+int hgclock_snapshot_all(u32 reason, u32 *nr_written, u32 *late_cpu)
+{
+	return hg_snapshot_cpus(cpu_online_mask, reason, nr_written, late_cpu);
 }
 
 static enum hrtimer_restart hg_snap_timer_fn(struct hrtimer *timer)
@@ -204,20 +230,16 @@ long hgclock_ioctl_snapshot(struct file *file, void __user *uarg)
 	cpus_read_lock();
 	ret = hgclock_cross_cpu_budget(file, (req.flags & HGCLOCK_SNAPSHOT_ALL_CPUS) ?
 				       num_online_cpus() : 1);
-	if (ret) {
-		/* nothing */
-	} else if (req.flags & HGCLOCK_SNAPSHOT_ALL_CPUS) {
-		req.nr_written = hgclock_snapshot_all(HGCLOCK_SNAP_IOCTL);
-	} else if (req.cpu >= nr_cpu_ids || !cpu_online(req.cpu)) {
+	if (!ret && (req.flags & HGCLOCK_SNAPSHOT_ALL_CPUS))
+		ret = hgclock_snapshot_all(HGCLOCK_SNAP_IOCTL, &req.nr_written, &req.cpu);
+	else if (!ret && (req.cpu >= nr_cpu_ids || !cpu_online(req.cpu)))
 		ret = -EINVAL;
-	} else {
-		struct hg_snap_req one = { .reason = HGCLOCK_SNAP_IOCTL };
-
-		smp_call_function_single(req.cpu, hg_snapshot_ipi, &one, 1);
-		req.nr_written = atomic_read(&one.nr_written);
-	}
+	else if (!ret)
+		ret = hg_snapshot_cpus(cpumask_of(req.cpu), HGCLOCK_SNAP_IOCTL,
+				       &req.nr_written, &req.cpu);
 	cpus_read_unlock();
-	if (!ret && copy_to_user(uarg, &req, sizeof(req)))
+	/* ETIMEDOUT: @cpu names the CPU that did not answer in time. */
+	if ((!ret || ret == -ETIMEDOUT) && copy_to_user(uarg, &req, sizeof(req)))
 		ret = -EFAULT;
 	return ret;
 }

@@ -14,11 +14,17 @@
  *
  * Unloads the module: selftests/vm-tests.sh runs it on its own and loads
  * the module again.  Root, two CPUs and a hypervisor (EXIT_PAIR) or skip.
+ *
+ * First, under the same spinner (issue 30 item 6): READ_CLOCK and
+ * SNAPSHOT, bounded now, reach the starved CPU all the same, because they
+ * interrupt it rather than queue work behind the spinner.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -151,15 +157,101 @@ static int kmsg_faults(int fd)
 	return faults;
 }
 
+/* RT throttling (6.1) and the fair server (6.12) off; restored by put. */
+struct starve {
+	char runtime[32], fair[32];
+	bool fair_server;
+};
+
+static int starve_get(struct starve *st)
+{
+	if (read_small(RT_RUNTIME, st->runtime, sizeof(st->runtime)) ||
+	    write_sysfs(RT_RUNTIME, "-1"))
+		return -1;
+	st->fair_server = !read_small(FAIR_SERVER, st->fair, sizeof(st->fair));
+	if (st->fair_server && write_sysfs(FAIR_SERVER, "0"))
+		return -1;
+	return 0;
+}
+
+static void starve_put(struct starve *st)
+{
+	write_sysfs(RT_RUNTIME, st->runtime);
+	if (st->fair_server)
+		write_sysfs(FAIR_SERVER, st->fair);
+}
+
+TEST(bounded_reads_reach_a_starved_cpu)
+{
+	struct hgclock_clock_sample samples[256];
+	struct hgclock_read_clock rc;
+	struct hgclock_snapshot snap;
+	struct starve st;
+	int fd, ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	pid_t spinner;
+
+	if (geteuid())
+		SKIP(return, "not root");
+	if (ncpu < 2 || ncpu > 256)
+		SKIP(return, "%d CPUs", ncpu);
+	ASSERT_EQ(0, pin_self(0));
+	fd = open("/dev/hgclock", O_RDWR);
+	if (fd < 0)
+		SKIP(return, "/dev/hgclock: %s (module not loaded)", strerror(errno));
+	ASSERT_EQ(0, starve_get(&st));
+	spinner = start_spinner(SPIN_CPU, fd);
+	ASSERT_LT(0, spinner);
+	sleep_ms(200);
+
+	memset(&rc, 0xcc, sizeof(rc));
+	memset(&rc, 0, offsetof(struct hgclock_read_clock, sample));
+	memset(rc.reserved, 0, sizeof(rc.reserved));
+	rc.size = sizeof(rc);
+	rc.flags = HGCLOCK_READ_CPU;
+	rc.cpu = SPIN_CPU;
+	EXPECT_EQ(0, ioctl(fd, HGCLOCK_IOC_READ_CLOCK, &rc)) TH_LOG("READ_CLOCK cpu 1: %s",
+								    strerror(errno));
+	EXPECT_EQ(SPIN_CPU, rc.sample.cpu);
+	EXPECT_EQ(HGCLOCK_SAMPLE_VALID, rc.sample.flags);
+
+	memset(samples, 0xcc, sizeof(samples));
+	memset(&rc, 0, sizeof(rc));
+	rc.size = sizeof(rc);
+	rc.flags = HGCLOCK_READ_ALL_CPUS;
+	rc.nr_samples = ncpu;
+	rc.samples_ptr = (uintptr_t)samples;
+	EXPECT_EQ(0, ioctl(fd, HGCLOCK_IOC_READ_CLOCK, &rc)) TH_LOG("READ_CLOCK all: %s",
+								    strerror(errno));
+	EXPECT_EQ(ncpu, rc.nr_samples);
+	EXPECT_EQ(SPIN_CPU, samples[SPIN_CPU].cpu);
+	EXPECT_EQ(HGCLOCK_SAMPLE_VALID, samples[SPIN_CPU].flags);
+
+	memset(&snap, 0, sizeof(snap));
+	snap.size = sizeof(snap);
+	snap.cpu = SPIN_CPU;
+	EXPECT_EQ(0, ioctl(fd, HGCLOCK_IOC_SNAPSHOT, &snap)) TH_LOG("SNAPSHOT cpu 1: %s",
+								   strerror(errno));
+	memset(&snap, 0, sizeof(snap));
+	snap.size = sizeof(snap);
+	snap.flags = HGCLOCK_SNAPSHOT_ALL_CPUS;
+	EXPECT_EQ(0, ioctl(fd, HGCLOCK_IOC_SNAPSHOT, &snap)) TH_LOG("SNAPSHOT all: %s",
+								   strerror(errno));
+
+	kill(spinner, SIGKILL);
+	waitpid(spinner, NULL, 0);
+	starve_put(&st);
+	close(fd);
+}
+
 TEST(late_exit_pair_then_unload)
 {
 	struct hgclock_info info;
 	struct hgclock_exit_pair req;
-	char saved_runtime[32], saved_fair[32];
+	struct starve st;
 	int fd, kmsg, status, tries;
 	struct sched_param above_spinner = { .sched_priority = 2 }, normal = { 0 };
 	pid_t spinner, remover, cpuhp;
-	bool removed_before_spinner_stopped = false, fair_server;
+	bool removed_before_spinner_stopped = false;
 
 	if (geteuid())
 		SKIP(return, "not root");
@@ -187,11 +279,7 @@ TEST(late_exit_pair_then_unload)
 	 * RT throttling (6.1) or the fair server (6.12) would give the
 	 * workers a share of CPU 1 anyway.
 	 */
-	ASSERT_EQ(0, read_small(RT_RUNTIME, saved_runtime, sizeof(saved_runtime)));
-	ASSERT_EQ(0, write_sysfs(RT_RUNTIME, "-1"));
-	fair_server = !read_small(FAIR_SERVER, saved_fair, sizeof(saved_fair));
-	if (fair_server)
-		ASSERT_EQ(0, write_sysfs(FAIR_SERVER, "0"));
+	ASSERT_EQ(0, starve_get(&st));
 
 	spinner = start_spinner(SPIN_CPU, fd);
 	ASSERT_LT(0, spinner);
@@ -246,9 +334,7 @@ TEST(late_exit_pair_then_unload)
 	kill(spinner, SIGKILL);
 	waitpid(spinner, NULL, 0);
 	sched_setscheduler(cpuhp, SCHED_OTHER, &normal);
-	write_sysfs(RT_RUNTIME, saved_runtime);
-	if (fair_server)
-		write_sysfs(FAIR_SERVER, saved_fair);
+	starve_put(&st);
 
 	if (!removed_before_spinner_stopped) {
 		for (tries = 0; tries < 300; tries++) {
