@@ -40,9 +40,9 @@ USER_LDFLAGS := $(EXTRA_LDFLAGS) $(TRACECMD_LIBS) $(ZSTD_LIBS) $(PROTOBUF_C_LIBS
 # libhgclock (user/lib/), linked statically into the tool; the command's files
 # are in user/.  user/lib/clock.c is the application API of libhgclock.so (below).
 LIB_SRCS := user/lib/libhgclock.c user/lib/ring.c user/lib/uclock.c user/lib/corr.c \
-	user/lib/corr_check.c user/lib/proto.c user/lib/sync_core.c user/lib/clock.c
+	user/lib/corr_check.c user/lib/corr_rec.c user/lib/proto.c user/lib/sync.c user/lib/clock.c
 # The guest-to-host mapping's other files, by method (Documentation/sync.rst)
-LIB_SRCS += user/lib/sync_load.c user/lib/sync_vcpu.c user/lib/sync_kvm.c \
+LIB_SRCS += user/lib/sync_core.c user/lib/sync_load.c user/lib/sync_vcpu.c user/lib/sync_kvm.c \
 	user/lib/sync_fit.c user/lib/sync_bound.c
 # Exit pairing by trace_marker for guests without the module (pure part; guest binary too)
 LIB_SRCS += user/lib/markpair.c user/lib/appev.c user/lib/events.c
@@ -310,10 +310,11 @@ $(BUILD)/unit/test_vmfind: selftests/unit/test_vmfind.c user/vmfind.c user/vmfin
 	@mkdir -p $(dir $@)
 	$(CC) $(SELFTEST_CFLAGS) -o $@ selftests/unit/test_vmfind.c user/vmfind.c
 
-$(BUILD)/unit/test_corr: selftests/unit/test_corr.c user/lib/corr.c user/lib/corr_check.c \
+$(BUILD)/unit/test_corr: selftests/unit/test_corr.c user/lib/corr.c user/lib/corr_check.c user/lib/corr_rec.c \
 		user/lib/corr.h user/lib/corr_check.h selftests/unit/gen.h $(KSFT_HDR)
 	@mkdir -p $(dir $@)
 	$(CC) $(SELFTEST_CFLAGS) -o $@ selftests/unit/test_corr.c user/lib/corr.c user/lib/corr_check.c \
+		user/lib/corr_rec.c \
 		$(ZSTD_LIBS)
 
 # The correlation file reader under libFuzzer, ASan and UBSan (clang).

@@ -356,30 +356,6 @@ int hgcor_open(struct hgcor_reader *r, const void *buf, size_t len)
 	return HGCOR_OK;
 }
 
-int hgcor_walk_records(const uint8_t *p, size_t len, hgcor_rec_fn fn, void *ctx)
-{
-	size_t off = 0;
-
-	while (off < len) {
-		struct hgclock_rec_header h;
-
-		if (len - off < sizeof(h))
-			return HGCOR_E_CONTENT;
-		memcpy(&h, p + off, sizeof(h));
-		if (h.size < sizeof(h) || h.size % 8 || h.size > len - off ||
-		    h.type == HGCLOCK_REC_PAD)
-			return HGCOR_E_CONTENT;
-		if (fn) {
-			int ret = fn(p + off, h.size, ctx);
-
-			if (ret)
-				return ret;
-		}
-		off += h.size;
-	}
-	return HGCOR_OK;
-}
-
 /* Per type: the smallest payload and how its content is checked. */
 static int check_content(uint32_t type, const uint8_t *p, uint64_t len)
 {

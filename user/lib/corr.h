@@ -366,7 +366,7 @@ int hgcor_next(struct hgcor_reader *r, struct hgcor_view *v);
  */
 void hgcor_release(struct hgcor_reader *r);
 
-/* Walks the ring records in a *_RECORDS payload (after any prefix). */
+/* Walks the ring records in a *_RECORDS payload (after any prefix): corr_rec.c. */
 typedef int (*hgcor_rec_fn)(const void *rec, size_t size, void *ctx);
 int hgcor_walk_records(const uint8_t *p, size_t len, hgcor_rec_fn fn, void *ctx);
 

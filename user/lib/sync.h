@@ -167,7 +167,7 @@ struct hgsync_guest {
 	struct hgcor_segment *segs;	/* chosen mapping, sorted */
 	size_t nr_segs, cap_segs;
 	uint64_t *seg_maxend;		/* hgs_find_seg() index, see hgs_index_segs() */
-	struct hgsync_sample *samples;	/* PROBE/EXIT samples by group, x (hgs_index_samples()) */
+	struct hgsync_sample *samples;	/* PROBE/EXIT samples by group, x (hgs_index()) */
 	size_t nr_samples;
 	int indexed;
 	uint64_t kvm_checked, kvm_agree; /* probes and pairings checked against KVM exact */

@@ -1,26 +1,11 @@
 // SPDX-License-Identifier: LGPL-2.1
 /*
- * Guest-to-host clock mapping (see sync.h and Documentation/sync.rst):
- * the core its other files build on, and the queries.
- *
- * The mapping is split by method (sync_internal.h holds what the files
- * share):
- *
- *   sync.c        growing arrays, method and clock names, the segment
- *                 index (hgs_index_segs(), hgs_find_seg()), the host's
- *                 own conversions (hgsync_host_from_tsc(),
- *                 hgsync_host_to_tsc()), the reasons a value has no
- *                 mapping, and hgsync_to_host*(): which method answers
- *                 ("Choosing a method")
- *   sync_load.c   reading a correlation file into the model
- *   sync_vcpu.c   the host's vCPU threads, their host CPUs, and which
- *                 guest CPU each is ("vCPU identity")
- *   sync_kvm.c    the KVM-exact method and kvm-clock from KVM's own
- *                 parameters
- *   sync_fit.c    building the segments: the fits of probes, exit
- *                 pairings and marker pairings
- *   sync_bound.c  the fitted methods' values and their bounds between
- *                 samples
+ * The guest-to-host mapping's core (sync_internal.h): what every method
+ * builds on.  Growing arrays, method and clock names, the segment index
+ * (hgs_index_segs(), hgs_find_seg()), the host's own conversions
+ * (hgsync_host_from_tsc(), hgsync_host_to_tsc(), hgsync_conv_invert())
+ * and the reasons a value has no mapping.  The leaf of the mapping's
+ * layers (sync.c lists them): it calls no other file of the mapping.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -30,6 +15,7 @@
 #include <string.h>
 
 #include "bsearch.h"
+#include "corr_check.h"
 #include "libhgclock.h"
 #include "sync.h"
 #include "sync_internal.h"
@@ -135,7 +121,7 @@ static int cmp_seg(const void *a, const void *b)
  * one can still cover it.  Segments change only through guest_build()
  * and hgsync_load(), which both end here.  Then the samples, by segment.
  */
-int hgs_index_segs(const struct hgsync *s, struct hgsync_guest *g)
+int hgs_index_segs(struct hgsync_guest *g)
 {
 	uint64_t *maxend;
 
@@ -153,7 +139,7 @@ int hgs_index_segs(const struct hgsync *s, struct hgsync_guest *g)
 		maxend[i] = same && maxend[i - 1] > a->guest_end ? maxend[i - 1] : a->guest_end;
 	}
 	g->indexed = 1;
-	return hgs_index_samples(s, g);
+	return 0;
 }
 
 int hgsync_guest_known(const struct hgsync *s, uint32_t guest_id)
@@ -227,7 +213,7 @@ static bool seg_at_or_before(const void *elem, const void *key)
 
 /*
  * Of the segments covering @guest_value, the one whose host TSC span
- * holds @host_tsc (the sample's own epoch, hgs_index_samples()); without
+ * holds @host_tsc (the sample's own epoch, sync_fit.c's index_samples()); without
  * one (UINT64_MAX: no preference), the latest as hgs_find_seg().
  */
 const struct hgcor_segment *hgs_find_seg_at(const struct hgsync_guest *g, uint32_t method,
@@ -346,121 +332,54 @@ int hgsync_host_to_tsc(const struct hgsync *s, int host_cpu, uint32_t clock, uin
 	return 0;
 }
 
-int hgsync_to_host(const struct hgsync *s, uint32_t guest_id, int vcpu, uint32_t clock,
-		   uint64_t guest_value, struct hgsync_result *r)
+/* Does the conversion of @tsc reach @ns? */
+#define REACHES(conv, tsc, ns) ((int64_t)(hgclock_conv_apply(conv, tsc) - (ns)) >= 0)
+
+uint64_t hgsync_conv_invert(const struct hgclock_conversion *conv, uint64_t ns)
 {
-	return hgsync_to_host_by(s, guest_id, vcpu, clock, guest_value, 0, r);
-}
+	/* offset_ns is modulo 2^64 (often "negative"): so is the difference. */
+	s128 y = (int64_t)(ns - conv->offset_ns);
+	s128 d, t0;
+	uint64_t lo, hi, w;
 
-uint32_t hgsync_guest_root(const struct hgsync *s, uint32_t guest_id)
-{
-	/* prev_id is always smaller (disruption_add()): this ends. */
-	while (guest_id < s->nr_guests && s->guests[guest_id].has_prev)
-		guest_id = s->guests[guest_id].prev_id;
-	return guest_id;
-}
-
-static int to_host_one(const struct hgsync *s, const struct hgsync_guest *g, int vcpu,
-		       uint32_t clock, uint64_t guest_value, uint32_t method,
-		       struct hgsync_result *r);
-
-/*
- * Through a migration or restore (sync.rst, "Migration and restore"):
- * one machine, several incarnations, each with its own VM, vCPU threads
- * and TSC offsets.  Which one a guest value belongs to is not written
- * on it, so each is tried, the newest first, and a mapping counts only
- * if it lands in that incarnation's span, while its VM ran the guest.
- * A value of an earlier incarnation, read through a later one's
- * offsets, lands before the later VM's first entry (its guest clock
- * resumed at or after the last value before); so the newest that
- * accepts is the right one.
- */
-int hgsync_to_host_by(const struct hgsync *s, uint32_t guest_id, int vcpu, uint32_t clock,
-		      uint64_t guest_value, uint32_t method, struct hgsync_result *r)
-{
-	uint32_t id;
-	int ret, first_err = -ENOENT;
-
-	memset(r, 0, sizeof(*r));
-	r->bound_ns = HGSYNC_NO_BOUND;
-	r->host_cpu = -1;
-	r->guest_id = guest_id;
-	if (guest_id >= s->nr_guests || clock < HGSYNC_CLOCK_TSC || clock > HGSYNC_CLOCK_LOCAL)
-		return -EINVAL;
-	if (!s->guests[guest_id].has_prev && !s->guests[guest_id].has_next)
-		return to_host_one(s, &s->guests[guest_id], vcpu, clock, guest_value, method, r);
-	/* The newest: next_id is always larger (disruption_add()), so this ends. */
-	for (id = guest_id; s->guests[id].has_next;)
-		id = s->guests[id].next_id;
-	for (;;) {
-		const struct hgsync_guest *g = &s->guests[id];
-		struct hgsync_result t;
-
-		ret = to_host_one(s, g, vcpu, clock, guest_value, method, &t);
-		t.guest_id = id;
-		if (!ret && t.host_tsc && t.host_tsc >= g->span_start_tsc &&
-		    t.host_tsc <= g->span_end_tsc) {
-			*r = t;
-			return 0;
-		}
-		/* Not there, or not while that VM ran: an earlier one's value. */
-		if (ret && ret != -ENOENT && first_err == -ENOENT)
-			first_err = ret;
-		if (!g->has_prev)
-			break;
-		id = g->prev_id;
-	}
-	return first_err;
-}
-
-static int to_host_one(const struct hgsync *s, const struct hgsync_guest *g, int vcpu,
-		       uint32_t clock, uint64_t guest_value, uint32_t method,
-		       struct hgsync_result *r)
-{
-	int ret;
-
-	memset(r, 0, sizeof(*r));
-	r->bound_ns = HGSYNC_NO_BOUND;
-	r->host_cpu = -1;
-	r->guest_id = g->id;
-	if (method == HGCOR_METHOD_KVM_EXACT)
-		return hgs_to_host_kvm(s, g, vcpu, clock, guest_value, r);
-	if (method == HGCOR_METHOD_PROBE || method == HGCOR_METHOD_EXIT ||
-	    method == HGSYNC_METHOD_MARKER)
-		return hgs_to_host_probe(s, g, vcpu, clock, guest_value, method, r);
 	/*
-	 * The best method first: KVM's own numbers; else the fitted line
-	 * with the tighter bound here, exit pairings or probes.
+	 * corr_check.c refuses other shifts when a file is read; with these
+	 * limits no product below overflows 128 bits.
 	 */
-	ret = hgs_to_host_kvm(s, g, vcpu, clock, guest_value, r);
-	if (ret) {
-		struct hgsync_result rp = *r;
-		int ret2 = hgs_to_host_probe(s, g, vcpu, clock, guest_value, HGCOR_METHOD_EXIT, r);
-		int ret3 = hgs_to_host_probe(s, g, vcpu, clock, guest_value, HGCOR_METHOD_PROBE,
-					     &rp);
+	if (!conv->mult || conv->shift > HGCOR_MAX_CONV_SHIFT ||
+	    conv->pre_shift < HGCOR_MIN_PRE_SHIFT || conv->pre_shift > HGCOR_MAX_PRE_SHIFT)
+		return conv->tsc_base;
+	/* The pre-shifted delta, then the TSC delta: close, not exact. */
+	d = (y * ((s128)1 << conv->shift)) / conv->mult;
+	if (conv->pre_shift > 0)
+		d >>= conv->pre_shift;
+	else if (conv->pre_shift < 0)
+		d *= (s128)1 << -conv->pre_shift;
+	t0 = (s128)conv->tsc_base + d;
+	/*
+	 * The formula truncates, so many TSC values give one ns: search a
+	 * small window around the estimate for the first one that reaches
+	 * @ns (the formula is monotonic there).
+	 */
+	w = 4096ull << (conv->pre_shift < 0 ? -conv->pre_shift : 0);
+	if (y <= 0)
+		return y ? (uint64_t)t0 : conv->tsc_base;	/* before the base: no formula */
+	hi = (uint64_t)t0 + w;
+	/* Not below the base: the delta would wrap (apply(tsc_base) < ns here). */
+	lo = d < (s128)w ? conv->tsc_base : (uint64_t)t0 - w;
+	/*
+	 * The formula is modular (offset_ns is often "negative"): compare
+	 * by signed difference, which holds within the window.
+	 */
+	if (REACHES(conv, lo, ns) || !REACHES(conv, hi, ns))
+		return (uint64_t)t0;	/* outside the formula's range */
+	while (hi - lo > 1) {
+		uint64_t mid = lo + (hi - lo) / 2;
 
-		if (!ret3 && (ret2 || rp.bound_ns < r->bound_ns)) {
-			*r = rp;
-			ret2 = 0;
-		} else if (ret2 && ret2 == -ENOENT) {
-			ret2 = ret3;
-		}
-		if (!ret2 || ret == -ENOENT)
-			ret = ret2;
+		if (REACHES(conv, mid, ns))
+			hi = mid;
+		else
+			lo = mid;
 	}
-	if (ret && g->nr_mpairs) {
-		/* Marker pairings: where nothing else maps, or tighter. */
-		struct hgsync_result rm;
-		int ret4 = hgs_to_host_probe(s, g, vcpu, clock, guest_value, HGSYNC_METHOD_MARKER,
-					     &rm);
-
-		if (!ret4 && (ret || rm.bound_ns < r->bound_ns)) {
-			*r = rm;
-			ret = 0;
-		}
-	}
-	/* Without an agent, what the host's records and markers do not map has no mapping. */
-	if (ret == -ENODATA && g->agentless)
-		ret = -ENOENT;
-	return ret;
+	return hi;
 }

@@ -489,7 +489,7 @@ static int guest_build(struct hgsync *s, struct hgsync_guest *g)
 				ret = hgs_kvm_segments(g, &s->vcpus[i], cpu);
 		}
 	if (!ret)
-		ret = hgs_index_segs(s, g);
+		ret = hgs_index(s, g);
 	if (ret)
 		return ret;
 	/*
@@ -580,7 +580,7 @@ out:
 	free(pstart);
 	free(xidx);
 	free(xstart);
-	return ret ? ret : hgs_index_segs(s, g);
+	return ret ? ret : hgs_index(s, g);
 }
 
 int hgsync_build(struct hgsync *s)
@@ -650,6 +650,99 @@ int hgsync_add_markpairs(struct hgsync *s, uint32_t guest_id, const struct hg_ma
 	{
 		int ret = marker_segments(s, g);
 
-		return ret ? ret : hgs_index_segs(s, g);
+		return ret ? ret : hgs_index(s, g);
 	}
+}
+
+/* Sample order: group (clock, vCPU, method, epoch), then guest value. */
+static int cmp_sample(const void *a, const void *b)
+{
+	const struct hgsync_sample *x = a, *y = b;
+
+	if (x->clock != y->clock)
+		return x->clock < y->clock ? -1 : 1;
+	if (x->vcpu != y->vcpu)
+		return x->vcpu < y->vcpu ? -1 : 1;
+	if (x->method != y->method)
+		return x->method < y->method ? -1 : 1;
+	if (x->epoch != y->epoch)
+		return x->epoch < y->epoch ? -1 : 1;
+	return x->x < y->x ? -1 : x->x > y->x;
+}
+
+/* Adds @o (taken at host TSC @host_tsc) to the group of its segment, if it has one. */
+static void sample_add(struct hgsync_guest *g, uint32_t method, uint32_t clock, int cpu,
+		       const struct hgsync_obs *o, uint64_t host_tsc)
+{
+	const struct hgcor_segment *seg = hgs_find_seg_at(g, method, clock, cpu, o->x, host_tsc);
+
+	if (!seg)
+		return;
+	g->samples[g->nr_samples++] = (struct hgsync_sample){
+		.clock = clock, .vcpu = cpu, .method = method, .seg = (uint32_t)(seg - g->segs),
+		.epoch = seg->host_tsc_start, .x = o->x, .lo = o->lo, .hi = o->hi,
+	};
+}
+
+/*
+ * Every probe and exit pairing as a sample of its segment's group, on
+ * both clocks, sorted (cmp_sample()): hgs_to_host_probe() bounds a value by
+ * the samples on either side of it (between_bound()).  The observations
+ * are the ones the fit used (probe_epochs()), and each joins the segment
+ * of its own epoch: the one covering its guest value whose host TSC span
+ * holds the sample's host TSC (a later epoch can repeat guest values).
+ */
+static int index_samples(const struct hgsync *s, struct hgsync_guest *g)
+{
+	size_t n = 2 * (g->nr_probes + g->nr_xpairs) + g->nr_mpairs;
+	struct hgsync_sample *p = realloc(g->samples, (n ? n : 1) * sizeof(*p));
+
+	if (!p)
+		return -ENOMEM;
+	g->samples = p;
+	g->nr_samples = 0;
+	if (g->nr_segs > UINT32_MAX)	/* sample.seg holds an index */
+		return -ENOMEM;
+	for (size_t i = 0; i < g->nr_probes; i++) {
+		const struct hgcor_probe *pr = &g->probes[i];
+		const struct hgsync_obs tsc = { pr->guest_tsc, pr->host_tsc_send,
+						pr->host_tsc_recv };
+		const struct hgsync_obs ns = { pr->guest_sched_ns, pr->host_ns_send,
+					       pr->host_ns_recv };
+
+		sample_add(g, HGCOR_METHOD_PROBE, HGCOR_CLOCK_TSC, pr->guest_cpu, &tsc,
+			   pr->host_tsc_send);
+		sample_add(g, HGCOR_METHOD_PROBE, HGCOR_CLOCK_SCHED, pr->guest_cpu, &ns,
+			   pr->host_tsc_send);
+	}
+	for (size_t i = 0; i < g->nr_xpairs; i++) {
+		const struct hgsync_xpair *x = &g->xpairs[i];
+		const struct hgsync_obs tsc = hgs_xpair_obs(s, g, x, HGCOR_CLOCK_TSC);
+		const struct hgsync_obs ns = hgs_xpair_obs(s, g, x, HGCOR_CLOCK_SCHED);
+
+		sample_add(g, HGCOR_METHOD_EXIT, HGCOR_CLOCK_TSC, (int)x->guest_cpu, &tsc,
+			   x->host_tsc);
+		sample_add(g, HGCOR_METHOD_EXIT, HGCOR_CLOCK_SCHED, (int)x->guest_cpu, &ns,
+			   x->host_tsc);
+	}
+	for (size_t i = 0; i < g->nr_mpairs; i++) {
+		const struct hgsync_mpair *m = &g->mpairs[i];
+		const struct hgsync_obs o = hgs_mpair_obs(s, g, m);
+
+		sample_add(g, HGSYNC_METHOD_MARKER, g->marker_clock, m->guest_cpu, &o, m->host_tsc);
+	}
+	if (g->nr_samples)
+		qsort(g->samples, g->nr_samples, sizeof(*g->samples), cmp_sample);
+	return 0;
+}
+
+/*
+ * The guest's segment index (hgs_index_segs()) and then its sample
+ * index, which needs the segments: after every change to either.
+ */
+int hgs_index(const struct hgsync *s, struct hgsync_guest *g)
+{
+	int ret = hgs_index_segs(g);
+
+	return ret ? ret : index_samples(s, g);
 }

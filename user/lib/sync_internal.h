@@ -18,7 +18,7 @@
 typedef unsigned __int128 u128;
 typedef __int128 s128;
 
-/* ---- sync.c: growing arrays, the segment index, the host's conversions ---- */
+/* ---- sync_core.c (the leaf): growing arrays, the segment index, the host's conversions ---- */
 
 int hgs_grow(void **v, size_t *cap, size_t n, size_t size);
 
@@ -29,7 +29,7 @@ int hgs_grow(void **v, size_t *cap, size_t n, size_t size);
 	__r;									\
 })
 
-int hgs_index_segs(const struct hgsync *s, struct hgsync_guest *g);
+int hgs_index_segs(struct hgsync_guest *g);
 const struct hgcor_segment *hgs_find_seg_at(const struct hgsync_guest *g, uint32_t method,
 					    uint32_t clock, int vcpu, uint64_t guest_value,
 					    uint64_t host_tsc);
@@ -55,7 +55,9 @@ void hgs_pv_setup(const struct hgsync *s, struct hgsync_guest *g);
 int hgs_to_host_kvm(const struct hgsync *s, const struct hgsync_guest *g, int vcpu,
 		    uint32_t clock, uint64_t guest_value, struct hgsync_result *r);
 
-/* ---- sync_fit.c: pairings as brackets ---- */
+/* ---- sync_fit.c: pairings as brackets, the segment and sample indexes ---- */
+
+int hgs_index(const struct hgsync *s, struct hgsync_guest *g);
 
 struct hgsync_obs hgs_xpair_obs(const struct hgsync *s, const struct hgsync_guest *g,
 				const struct hgsync_xpair *x, uint32_t clock);
@@ -64,7 +66,6 @@ struct hgsync_obs hgs_mpair_obs(const struct hgsync *s, const struct hgsync_gues
 
 /* ---- sync_bound.c: the samples and the fitted methods' values ---- */
 
-int hgs_index_samples(const struct hgsync *s, struct hgsync_guest *g);
 int hgs_to_host_probe(const struct hgsync *s, const struct hgsync_guest *g, int vcpu,
 		      uint32_t clock, uint64_t guest_value, uint32_t method,
 		      struct hgsync_result *r);

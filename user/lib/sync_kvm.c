@@ -38,58 +38,6 @@ uint64_t hgsync_kvm_host_tsc(uint64_t guest_tsc, uint64_t offset, uint64_t ratio
 	return (uint64_t)((((u128)scaled << frac_bits) + ratio - 1) / ratio);
 }
 
-/* Does the conversion of @tsc reach @ns? */
-#define REACHES(conv, tsc, ns) ((int64_t)(hgclock_conv_apply(conv, tsc) - (ns)) >= 0)
-
-uint64_t hgsync_conv_invert(const struct hgclock_conversion *conv, uint64_t ns)
-{
-	/* offset_ns is modulo 2^64 (often "negative"): so is the difference. */
-	s128 y = (int64_t)(ns - conv->offset_ns);
-	s128 d, t0;
-	uint64_t lo, hi, w;
-
-	/*
-	 * corr_check.c refuses other shifts when a file is read; with these
-	 * limits no product below overflows 128 bits.
-	 */
-	if (!conv->mult || conv->shift > HGCOR_MAX_CONV_SHIFT ||
-	    conv->pre_shift < HGCOR_MIN_PRE_SHIFT || conv->pre_shift > HGCOR_MAX_PRE_SHIFT)
-		return conv->tsc_base;
-	/* The pre-shifted delta, then the TSC delta: close, not exact. */
-	d = (y * ((s128)1 << conv->shift)) / conv->mult;
-	if (conv->pre_shift > 0)
-		d >>= conv->pre_shift;
-	else if (conv->pre_shift < 0)
-		d *= (s128)1 << -conv->pre_shift;
-	t0 = (s128)conv->tsc_base + d;
-	/*
-	 * The formula truncates, so many TSC values give one ns: search a
-	 * small window around the estimate for the first one that reaches
-	 * @ns (the formula is monotonic there).
-	 */
-	w = 4096ull << (conv->pre_shift < 0 ? -conv->pre_shift : 0);
-	if (y <= 0)
-		return y ? (uint64_t)t0 : conv->tsc_base;	/* before the base: no formula */
-	hi = (uint64_t)t0 + w;
-	/* Not below the base: the delta would wrap (apply(tsc_base) < ns here). */
-	lo = d < (s128)w ? conv->tsc_base : (uint64_t)t0 - w;
-	/*
-	 * The formula is modular (offset_ns is often "negative"): compare
-	 * by signed difference, which holds within the window.
-	 */
-	if (REACHES(conv, lo, ns) || !REACHES(conv, hi, ns))
-		return (uint64_t)t0;	/* outside the formula's range */
-	while (hi - lo > 1) {
-		uint64_t mid = lo + (hi - lo) / 2;
-
-		if (REACHES(conv, mid, ns))
-			hi = mid;
-		else
-			lo = mid;
-	}
-	return hi;
-}
-
 /*
  * KVM exact segments of one vCPU: one per distinct offset/scaling in
  * force, from the host's SEEN and TSC_OFFSET records.  KVM writes the

@@ -624,7 +624,7 @@ int hgsync_load(struct hgsync *s, const void *buf, size_t len, int flags, size_t
 		if (!ret)
 			hgs_pv_setup(s, &s->guests[i]);
 		if (!ret)
-			ret = hgs_index_segs(s, &s->guests[i]);
+			ret = hgs_index(s, &s->guests[i]);
 		if (ret) {
 			hgsync_free(s);
 			return ret;
