@@ -117,7 +117,7 @@ BENCHES += $(BUILD)/bench/bench_native_clock
 
 NESTED_HELPERS := $(BUILD)/selftests/tsc_adjust $(BUILD)/selftests/cpuid_flood
 
-.PHONY: all module user selftests unit check demo demo-module bench clean headers-check fuzz
+.PHONY: all module user selftests unit check demo demo-module bench clean headers-check fuzz layer-check
 
 all: module user selftests
 
@@ -356,6 +356,11 @@ unit: $(UNIT_TESTS)
 headers-check:
 	echo '#include <linux/hgclock.h>' | $(CC) -std=c90 -pedantic -Wall -Werror \
 		-Iinclude/uapi -x c -fsyntax-only -
+
+# No circle of calls between the tool's and the library's files
+# (tools/layer-check.py, from the objects' symbols): TAP on stdout.
+layer-check: $(LIB_SRCS:user/%.c=$(BUILD)/user/%.o) $(TOOL_SRCS:user/%.c=$(BUILD)/user/%.o)
+	@tools/layer-check.py $^
 
 check:
 	tools/check.sh

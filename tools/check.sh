@@ -92,6 +92,15 @@ if make -s headers-check >>"$log_dir/build.log" 2>&1; then
 else
 	own not-ok uapi_header_c90
 fi
+# The user side's layers: no circle of calls between its files
+# (tools/layer-check.py, from nm's defined and undefined symbols).
+make -s layer-check >"$log_dir/layer-check.out" 2>&1
+if grep -qE '^(not )?ok' "$log_dir/layer-check.out"; then
+	grep -E '^(not )?ok|^#' "$log_dir/layer-check.out" | tee -a "$tap_log"
+else
+	cat "$log_dir/layer-check.out"
+	own not-ok layer_check "make layer-check printed no result"
+fi
 
 note "unit tests"
 # Programs only: unit/data holds the merge test's recording, unit/bin
