@@ -120,6 +120,7 @@ esac
 # emulators are counted apart.
 emu=@qemu-$(qemu-system-x86_64 --version | sed -n '1s/^QEMU emulator version \([^ ]*\).*/\1/p')
 [ "${HGCLOCK_NESTED_TCG_THREAD:-multi}" = single ] && emu=$emu,single
+[ -n "${HGCLOCK_NESTED_CPU:-}" ] && emu=$emu,cpu=$HGCLOCK_NESTED_CPU
 
 dir=$out_dir/$scenario
 mkdir -p "$dir"
