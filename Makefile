@@ -100,7 +100,7 @@ SELFTESTS := $(BUILD)/selftests/hgclock_test $(BUILD)/selftests/ring_test \
 	$(BUILD)/selftests/track_test $(BUILD)/selftests/perm_test \
 	$(BUILD)/selftests/leak_test $(BUILD)/selftests/fuzz_ioctl_test \
 	$(BUILD)/selftests/stress_test $(BUILD)/selftests/abi_test \
-	$(BUILD)/selftests/unload_test
+	$(BUILD)/selftests/unload_test $(BUILD)/selftests/kvm_track_test
 # The zero-syscall clock by each method against READ_CLOCK (library.rst)
 SELFTESTS += $(BUILD)/selftests/uclock_test
 UNIT_TESTS := $(BUILD)/unit/test_json $(BUILD)/unit/test_lib $(BUILD)/unit/test_corr \

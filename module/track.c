@@ -450,8 +450,22 @@ static bool hg_untrack_tid(pid_t tid)
 	return removed;
 }
 
+/*
+ * @tid ends (exit, or exec giving it up): a thread that reuses the id is
+ * another thread, tried again at its first VM entry and reported again if
+ * the table is still full.  Any context; hg_nr_refused keeps the common
+ * case (nothing ever refused) to one load.
+ */
+static void hg_forget_refused(pid_t tid)
+{
+	if (unlikely(atomic64_read(&hg_nr_refused)) &&
+	    (unsigned int)tid < PID_MAX_LIMIT && test_bit(tid, hg_refused_bitmap))
+		clear_bit(tid, hg_refused_bitmap);
+}
+
 static void hg_probe_sched_process_exit(void *data, struct task_struct *p)
 {
+	hg_forget_refused(p->pid);
 	if (likely(hg_none_tracked()))
 		return;
 	hg_untrack_tid(p->pid);
@@ -466,6 +480,7 @@ static void hg_probe_sched_process_exec(void *data, struct task_struct *p,
 					pid_t old_pid,
 					struct linux_binprm *bprm)
 {
+	hg_forget_refused(old_pid);
 	if (likely(hg_none_tracked()))
 		return;
 	hg_untrack_tid(old_pid);
@@ -498,7 +513,8 @@ static void hg_vm_name(struct kvm *kvm, char *buf, size_t len)
 
 /*
  * A thread could not be tracked (table full): one UNTRACKED record per
- * thread until reclaim frees slots, and the count in GET_INFO.
+ * thread until reclaim frees slots or the thread ends (its id, reused, is
+ * another thread: hg_forget_refused()), and the count in GET_INFO.
  */
 static void hg_refuse(const struct hg_slot *init)
 {
@@ -515,8 +531,49 @@ static void hg_refuse(const struct hg_slot *init)
 }
 
 /*
+ * A thread TRACK_ADD followed before its first VM entry knows no vCPU
+ * (vcpu_id -1): its first entry fills in what the entry reveals, so that
+ * exit pairing, PVCLOCK and TSC_OFFSET records are attributed to it as to
+ * a thread kvm_entry found itself.  In the vCPU thread, interrupts off.
+ * False if the slot left the table meanwhile (TRACK_REMOVE).
+ *
+ * Under hg_track_lock: the pairing bit follows the VM, and
+ * hg_pair_mark_locked() writes it under the lock.  The vCPU id is written
+ * last: this thread's own probes (kvm_cpuid, kvm_pvclock_update,
+ * kvm_write_tsc_offset, the next kvm_entry) test it before reading the
+ * rest, in program order.  Readers on other CPUs (the sched probes,
+ * LIST_VCPUS) take each field as it is, without a lock: a record they
+ * write during the fill may still carry -1, the next one carries the id.
+ */
+static bool hg_fill_vcpu(struct hg_slot *slot, struct kvm_vcpu *vcpu,
+			 u64 l1_offset, u64 l1_ratio)
+{
+	char vm_name[sizeof(slot->vm_name)];
+	pid_t vm_pid = vcpu->kvm->userspace_pid ?: current->tgid;
+	unsigned long irqflags;
+	bool filled = false;
+
+	hg_vm_name(vcpu->kvm, vm_name, sizeof(vm_name));
+	raw_spin_lock_irqsave(&hg_track_lock, irqflags);
+	if (slot->state == HG_SLOT_LIVE && slot->vcpu_id < 0) {
+		WRITE_ONCE(slot->vm_pid, vm_pid);
+		memcpy(slot->vm_name, vm_name, sizeof(vm_name));
+		WRITE_ONCE(slot->flags, slot->flags | HGCLOCK_VCPU_KVM |
+					HGCLOCK_VCPU_TSC_KNOWN);
+		WRITE_ONCE(slot->tsc_frac_bits, hg_tsc_frac_bits());
+		WRITE_ONCE(slot->tsc_scaling_ratio, l1_ratio);
+		WRITE_ONCE(slot->tsc_offset, l1_offset);
+		WRITE_ONCE(slot->pair, hg_pair_enabled_locked(vm_pid));
+		WRITE_ONCE(slot->vcpu_id, vcpu->vcpu_id);
+		filled = true;
+	}
+	raw_spin_unlock_irqrestore(&hg_track_lock, irqflags);
+	return filled;
+}
+
+/*
  * Every VM entry, in the vCPU thread with interrupts off.  A tracked
- * thread costs the bitmap test, one hash bucket walk and two compares;
+ * thread costs the bitmap test, one hash bucket walk and three compares;
  * an untracked one that was refused, two bitmap tests.
  *
  * The TSC offset and ratio are L1's (the guest's own TSC relative to
@@ -531,19 +588,31 @@ static void hg_probe_kvm_entry(void *data, struct kvm_vcpu *vcpu,
 	struct hg_slot init, *slot;
 	u64 l1_offset = vcpu->arch.l1_tsc_offset;
 	u64 l1_ratio = vcpu->arch.l1_tsc_scaling_ratio;
+	int ret;
 
 	if (likely(hg_tid_tracked(tid))) {
 		slot = hg_find(tid);
+		if (!slot)
+			return;
+		/* Added by TRACK_ADD before its first entry. */
+		if (unlikely(slot->vcpu_id < 0)) {
+			if (hg_fill_vcpu(slot, vcpu, l1_offset, l1_ratio))
+				hg_emit_seen(slot, smp_processor_id());
+			return;
+		}
 		/* Scaling set after the first entry (KVM_SET_TSC_KHZ). */
-		if (slot && unlikely(slot->tsc_scaling_ratio != l1_ratio ||
-				     slot->tsc_offset != l1_offset)) {
+		if (unlikely(slot->tsc_scaling_ratio != l1_ratio ||
+			     slot->tsc_offset != l1_offset)) {
 			WRITE_ONCE(slot->tsc_scaling_ratio, l1_ratio);
 			WRITE_ONCE(slot->tsc_offset, l1_offset);
 			hg_emit_seen(slot, smp_processor_id());
 		}
 		return;
 	}
-	/* Refused while the table was full: not retried until reclaim. */
+	/*
+	 * Refused while the table was full: not retried until reclaim
+	 * frees slots or the thread ends (hg_forget_refused()).
+	 */
 	if (unlikely((unsigned int)tid < PID_MAX_LIMIT &&
 		     test_bit(tid, hg_refused_bitmap)))
 		return;
@@ -557,10 +626,16 @@ static void hg_probe_kvm_entry(void *data, struct kvm_vcpu *vcpu,
 	init.tsc_offset = l1_offset;
 	init.tsc_scaling_ratio = l1_ratio;
 	init.tsc_frac_bits = hg_tsc_frac_bits();
-	if (!hg_insert(&init, &slot))
+	ret = hg_insert(&init, &slot);
+	if (!ret)
 		hg_emit_seen(slot, smp_processor_id());
-	else if ((unsigned int)tid < PID_MAX_LIMIT)
+	else if (ret == -ENOSPC && (unsigned int)tid < PID_MAX_LIMIT)
 		hg_refuse(&init);
+	/*
+	 * -EEXIST: a TRACK_ADD of this thread won the race since the
+	 * bitmap test.  The table is not full and the thread is tracked:
+	 * its next entry fills in the vCPU (hg_fill_vcpu()).
+	 */
 }
 
 static void hg_probe_kvm_write_tsc_offset(void *data, unsigned int vcpu_id,

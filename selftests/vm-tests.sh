@@ -27,7 +27,7 @@ check device_node test -c /dev/hgclock
 check device_mode_0600 sh -c '[ "$(stat -c %a /dev/hgclock)" = 600 ]'
 
 # The kselftests (their own TAP streams).
-for t in hgclock_test abi_test ring_test uclock_test track_test perm_test leak_test fuzz_ioctl_test stress_test; do
+for t in hgclock_test abi_test ring_test uclock_test track_test kvm_track_test perm_test leak_test fuzz_ioctl_test stress_test; do
 	"$build/selftests/$t"
 	rc=$?
 	[ $rc -eq 0 ] || [ $rc -eq 4 ] || tap_failed=$((tap_failed + 1))
