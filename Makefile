@@ -15,9 +15,12 @@ KDIR ?= $(shell tools/kdir.sh)
 BUILD ?= build
 CC ?= gcc
 
+# The user side's rooms (Documentation/design.rst): commands, the recorder, the
+# merge engine, the helpers they share; their headers by name from any room.
+USER_ROOMS_I := -Iuser/cmd -Iuser/record -Iuser/merge -Iuser/common
 USER_CFLAGS := -O2 -g -std=gnu11 -Wall -Wextra -Werror -Wshadow \
 	-Wstrict-prototypes -Wmissing-prototypes -D_GNU_SOURCE \
-	-Iinclude/uapi -Iuser -Iuser/lib -Iuser/lib/include $(EXTRA_CFLAGS)
+	-Iinclude/uapi -Iuser $(USER_ROOMS_I) -Iuser/lib -Iuser/lib/include $(EXTRA_CFLAGS)
 # hgclock merge reads trace.dat with libtracecmd and libtraceevent.
 TRACECMD_CFLAGS := $(shell pkg-config --cflags libtracecmd libtraceevent 2>/dev/null || \
 	echo -I/usr/include/trace-cmd -I/usr/include/traceevent -I/usr/include/tracefs)
@@ -30,7 +33,7 @@ ZSTD_CFLAGS := $(shell pkg-config --cflags libzstd 2>/dev/null || echo -DHGCLOCK
 ZSTD_LIBS := $(shell pkg-config --libs libzstd 2>/dev/null)
 USER_CFLAGS += $(ZSTD_CFLAGS)
 # merge --perfetto: Perfetto's protobuf trace through protobuf-c (libprotobuf-c-dev),
-# the C code generated from user/perfetto_trace.proto by protoc-c
+# the C code generated from user/merge/perfetto_trace.proto by protoc-c
 # (protobuf-c-compiler) into $(BUILD)/gen.
 PROTOBUF_C_CFLAGS := $(shell pkg-config --cflags libprotobuf-c 2>/dev/null)
 PROTOBUF_C_LIBS := $(shell pkg-config --libs libprotobuf-c 2>/dev/null || echo -lprotobuf-c)
@@ -47,19 +50,19 @@ LIB_SRCS += user/lib/sync_core.c user/lib/sync_load.c user/lib/sync_vcpu.c user/
 # Exit pairing by trace_marker for guests without the module (pure part; guest binary too)
 LIB_SRCS += user/lib/markpair.c user/lib/appev.c user/lib/events.c
 LIB_HDRS := $(wildcard user/lib/*.h) user/lib/include/hgclock/hgclock.h
-TOOL_SRCS := user/hgclock.c user/util.c user/output.c user/json.c \
-	user/cmd_info.c user/cmd_now.c user/cmd_snapshots.c user/cmd_vcpus.c user/cmd_records.c user/recprint.c \
-	user/cmd_record.c user/cmd_recover.c user/cmd_dump.c user/cmd_agent.c user/cmd_convert.c user/cmd_mark.c \
-	user/cmd_merge.c user/merge.c user/merge_out.c user/merge_par.c user/cmd_plot.c
+TOOL_SRCS := user/hgclock.c user/common/util.c user/common/output.c user/common/json.c \
+	user/cmd/cmd_info.c user/cmd/cmd_now.c user/cmd/cmd_snapshots.c user/cmd/cmd_vcpus.c user/cmd/cmd_records.c user/common/recprint.c \
+	user/cmd/cmd_record.c user/cmd/cmd_recover.c user/cmd/cmd_dump.c user/cmd/cmd_agent.c user/cmd/cmd_convert.c user/cmd/cmd_mark.c \
+	user/cmd/cmd_merge.c user/merge/merge.c user/merge/merge_out.c user/merge/merge_par.c user/cmd/cmd_plot.c
 # Input parsing and plot axes, also unit-tested (test_lib)
-TOOL_SRCS += user/vcpu_lines.c user/plot_axis.c
+TOOL_SRCS += user/common/vcpu_lines.c user/common/plot_axis.c
 # Finding a guest's VM (record --guest domain:NAME), unit-tested (test_vmfind)
-TOOL_SRCS += user/vmfind.c user/perf_in.c user/merge_report.c user/merge_filter.c user/merge_dat.c
-TOOL_SRCS += user/merge_pftrace.c
+TOOL_SRCS += user/record/vmfind.c user/merge/perf_in.c user/merge/merge_report.c user/merge/merge_filter.c user/merge/merge_dat.c
+TOOL_SRCS += user/merge/merge_pftrace.c
 # pairmark (guest side) and reading its markers from a guest trace.dat (host side)
-TOOL_SRCS += user/cmd_pairmark.c user/markpair_trace.c
+TOOL_SRCS += user/cmd/cmd_pairmark.c user/merge/markpair_trace.c
 # trace.dat handles shared by a command's readers (merge: checks, pairing, passes)
-TOOL_SRCS += user/trace_pool.c
+TOOL_SRCS += user/merge/trace_pool.c
 LIB := $(BUILD)/user/libhgclock.a
 TOOL := $(BUILD)/user/hgclock
 # The shared library for applications (Documentation/library.rst): the
@@ -84,13 +87,13 @@ MAN3_EV_LINKS := $(patsubst %,$(BUILD)/man/man3/%.3,hgclock_event hgclock_events
 MAN3 := $(MAN3_PAGES) $(MAN3_LINKS) $(MAN3_EV_LINKS)
 # hgclock-guest: the guest-side commands alone (user/guest_main.c), without merge and
 # so without libtracecmd; the hgclock-guest package (Documentation/install.rst).
-GUEST_SRCS := user/guest_main.c user/util.c user/output.c user/json.c \
-	user/cmd_info.c user/cmd_now.c user/cmd_agent.c user/cmd_mark.c user/cmd_pairmark.c
+GUEST_SRCS := user/guest_main.c user/common/util.c user/common/output.c user/common/json.c \
+	user/cmd/cmd_info.c user/cmd/cmd_now.c user/cmd/cmd_agent.c user/cmd/cmd_mark.c user/cmd/cmd_pairmark.c
 GUEST := $(BUILD)/user/hgclock-guest
 
 KSFT_DIR := $(BUILD)/ksft
 KSFT_HDR := $(KSFT_DIR)/kselftest_harness.h
-SELFTEST_CFLAGS := -O2 -g -std=gnu11 -Wall -Werror -D_GNU_SOURCE -Iinclude/uapi -Iuser -Iuser/lib \
+SELFTEST_CFLAGS := -O2 -g -std=gnu11 -Wall -Werror -D_GNU_SOURCE -Iinclude/uapi -Iuser $(USER_ROOMS_I) -Iuser/lib \
 	-Iuser/lib/include -I$(KSFT_DIR) \
 	$(ZSTD_CFLAGS)
 TRACEFS_CFLAGS := $(shell pkg-config --cflags libtracefs 2>/dev/null)
@@ -126,7 +129,7 @@ module:
 
 user: $(TOOL) $(LIB) $(GUEST) $(SO_LINKS)
 
-$(BUILD)/user/%.o: user/%.c include/uapi/linux/hgclock.h $(wildcard user/*.h) $(LIB_HDRS)
+$(BUILD)/user/%.o: user/%.c include/uapi/linux/hgclock.h $(wildcard user/*.h user/*/*.h) $(LIB_HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(USER_CFLAGS) -c -o $@ $<
 
@@ -139,15 +142,15 @@ $(TOOL): $(TOOL_SRCS:user/%.c=$(BUILD)/user/%.o) $(BUILD)/gen/perfetto_trace.pb-
 # Both files in one protoc-c run; the generated C is compiled without
 # -Wextra's and our prototypes' warnings (its style, not ours).
 $(BUILD)/gen/perfetto_trace.pb-c.h: $(BUILD)/gen/perfetto_trace.pb-c.c
-$(BUILD)/gen/perfetto_trace.pb-c.c: user/perfetto_trace.proto
+$(BUILD)/gen/perfetto_trace.pb-c.c: user/merge/perfetto_trace.proto
 	@mkdir -p $(dir $@)
-	protoc-c --proto_path=user --c_out=$(BUILD)/gen $<
+	protoc-c --proto_path=user/merge --c_out=$(BUILD)/gen $<
 
 $(BUILD)/gen/perfetto_trace.pb-c.o: $(BUILD)/gen/perfetto_trace.pb-c.c
 	$(CC) -O2 -g -Wall -Werror $(PROTOBUF_C_CFLAGS) -I$(BUILD)/gen -c -o $@ $<
 
-$(BUILD)/user/merge_pftrace.o: user/merge_pftrace.c $(BUILD)/gen/perfetto_trace.pb-c.h \
-		include/uapi/linux/hgclock.h $(wildcard user/*.h) $(LIB_HDRS)
+$(BUILD)/user/merge/merge_pftrace.o: user/merge/merge_pftrace.c $(BUILD)/gen/perfetto_trace.pb-c.h \
+		include/uapi/linux/hgclock.h $(wildcard user/*.h user/*/*.h) $(LIB_HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(USER_CFLAGS) $(PROTOBUF_C_CFLAGS) -I$(BUILD)/gen -c -o $@ $<
 
@@ -183,7 +186,7 @@ $(GUEST): $(GUEST_SRCS:user/%.c=$(BUILD)/user/%.o) $(LIB)
 
 # The version from user/hgclock.c (VERSION, below), the one place it is defined.
 $(BUILD)/user/guest_main.o: user/guest_main.c user/hgclock.c include/uapi/linux/hgclock.h \
-		$(wildcard user/*.h) $(LIB_HDRS)
+		$(wildcard user/*.h user/*/*.h) $(LIB_HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(USER_CFLAGS) -DHGCLOCK_VERSION='"$(VERSION)"' -c -o $@ $<
 
@@ -209,15 +212,15 @@ $(BUILD)/selftests/%: selftests/%.c selftests/test_util.h $(KSFT_HDR) $(LIB) inc
 	$(CC) $(SELFTEST_CFLAGS) $(TRACEFS_CFLAGS) -o $@ $< $(LIB) $(TRACEFS_LIBS) $(ZSTD_LIBS) \
 		-lpthread -lm
 
-$(BUILD)/unit/test_json: selftests/unit/test_json.c user/json.c $(KSFT_HDR)
+$(BUILD)/unit/test_json: selftests/unit/test_json.c user/common/json.c $(KSFT_HDR)
 	@mkdir -p $(dir $@)
-	$(CC) $(SELFTEST_CFLAGS) -o $@ selftests/unit/test_json.c user/json.c
+	$(CC) $(SELFTEST_CFLAGS) -o $@ selftests/unit/test_json.c user/common/json.c
 
-$(BUILD)/unit/test_lib: selftests/unit/test_lib.c user/vcpu_lines.c user/plot_axis.c $(LIB) \
+$(BUILD)/unit/test_lib: selftests/unit/test_lib.c user/common/vcpu_lines.c user/common/plot_axis.c $(LIB) \
 		$(KSFT_HDR)
 	@mkdir -p $(dir $@)
-	$(CC) $(SELFTEST_CFLAGS) -o $@ selftests/unit/test_lib.c user/util.c user/vcpu_lines.c \
-		user/plot_axis.c $(LIB) $(ZSTD_LIBS) -lm
+	$(CC) $(SELFTEST_CFLAGS) -o $@ selftests/unit/test_lib.c user/common/util.c user/common/vcpu_lines.c \
+		user/common/plot_axis.c $(LIB) $(ZSTD_LIBS) -lm
 
 $(BUILD)/unit/test_sync: selftests/unit/test_sync.c selftests/unit/gen.h $(LIB) $(KSFT_HDR)
 	@mkdir -p $(dir $@)
@@ -245,7 +248,7 @@ $(BUILD)/unit/test_identity: selftests/unit/test_identity.c selftests/unit/gen.h
 	$(CC) $(SELFTEST_CFLAGS) -o $@ selftests/unit/test_identity.c $(LIB) $(ZSTD_LIBS) -lm
 
 # Up to HGSYNC_MAX_GUESTS guests, allocated as loaded; on a 256 KiB stack
-$(BUILD)/unit/test_manyguests: selftests/unit/test_manyguests.c $(LIB) $(KSFT_HDR) user/merge.h selftests/unit/gen.h
+$(BUILD)/unit/test_manyguests: selftests/unit/test_manyguests.c $(LIB) $(KSFT_HDR) user/merge/merge.h selftests/unit/gen.h
 	@mkdir -p $(dir $@)
 	$(CC) $(SELFTEST_CFLAGS) -o $@ selftests/unit/test_manyguests.c $(LIB) $(ZSTD_LIBS) \
 		-lpthread -lm
@@ -258,15 +261,15 @@ $(BUILD)/unit/data/%: selftests/data/%.xz
 	@mkdir -p $(dir $@)
 	xz -dc $< >$@.tmp && mv $@.tmp $@
 
-$(BUILD)/unit/test_merge: selftests/unit/test_merge.c user/merge.c user/merge_out.c user/merge_par.c \
-		user/trace_pool.c user/trace_pool.h \
-		user/perf_in.c user/perf_in.h user/merge_report.c user/merge_filter.c \
-		user/json.c user/merge.h selftests/unit/gen.h $(LIB) $(KSFT_HDR) $(MERGE_DATA)
+$(BUILD)/unit/test_merge: selftests/unit/test_merge.c user/merge/merge.c user/merge/merge_out.c user/merge/merge_par.c \
+		user/merge/trace_pool.c user/merge/trace_pool.h \
+		user/merge/perf_in.c user/merge/perf_in.h user/merge/merge_report.c user/merge/merge_filter.c \
+		user/common/json.c user/merge/merge.h selftests/unit/gen.h $(LIB) $(KSFT_HDR) $(MERGE_DATA)
 	@mkdir -p $(dir $@)
-	$(CC) $(SELFTEST_CFLAGS) $(TRACECMD_CFLAGS) -o $@ selftests/unit/test_merge.c user/merge.c \
-		user/trace_pool.c \
-		user/merge_out.c user/merge_par.c user/json.c user/perf_in.c user/merge_report.c \
-		user/merge_filter.c $(LIB) $(TRACECMD_LIBS) $(ZSTD_LIBS) \
+	$(CC) $(SELFTEST_CFLAGS) $(TRACECMD_CFLAGS) -o $@ selftests/unit/test_merge.c user/merge/merge.c \
+		user/merge/trace_pool.c \
+		user/merge/merge_out.c user/merge/merge_par.c user/common/json.c user/merge/perf_in.c user/merge/merge_report.c \
+		user/merge/merge_filter.c $(LIB) $(TRACECMD_LIBS) $(ZSTD_LIBS) \
 		-lpthread -lm
 
 # The tool's command line against the recording and the docs, in two
@@ -306,9 +309,9 @@ $(BUILD)/unit/test_markpair: selftests/unit/test_markpair.c selftests/unit/gen.h
 	@mkdir -p $(dir $@)
 	$(CC) $(SELFTEST_CFLAGS) -o $@ selftests/unit/test_markpair.c $(LIB) $(ZSTD_LIBS) -lm
 
-$(BUILD)/unit/test_vmfind: selftests/unit/test_vmfind.c user/vmfind.c user/vmfind.h $(KSFT_HDR)
+$(BUILD)/unit/test_vmfind: selftests/unit/test_vmfind.c user/record/vmfind.c user/record/vmfind.h $(KSFT_HDR)
 	@mkdir -p $(dir $@)
-	$(CC) $(SELFTEST_CFLAGS) -o $@ selftests/unit/test_vmfind.c user/vmfind.c
+	$(CC) $(SELFTEST_CFLAGS) -o $@ selftests/unit/test_vmfind.c user/record/vmfind.c
 
 $(BUILD)/unit/test_corr: selftests/unit/test_corr.c user/lib/corr.c user/lib/corr_check.c user/lib/corr_rec.c \
 		user/lib/corr.h user/lib/corr_check.h selftests/unit/gen.h $(KSFT_HDR)
@@ -322,13 +325,13 @@ FUZZ_TIME ?= 20
 # Its hostile mode edits a real recording (the unpacked merge.hgc, or the file
 # HGCLOCK_FUZZ_BASE names) and runs the mapping on it: the library is built in,
 # sanitized too, with plot's axes and convert's stdin parser.
-$(BUILD)/fuzz/fuzz_corr: selftests/fuzz/fuzz_corr.c $(LIB_SRCS) user/plot_axis.c user/vcpu_lines.c \
-		$(wildcard user/*.h) $(LIB_HDRS) include/uapi/linux/hgclock.h $(BUILD)/unit/data/merge.hgc
+$(BUILD)/fuzz/fuzz_corr: selftests/fuzz/fuzz_corr.c $(LIB_SRCS) user/common/plot_axis.c user/common/vcpu_lines.c \
+		$(wildcard user/*.h user/*/*.h) $(LIB_HDRS) include/uapi/linux/hgclock.h $(BUILD)/unit/data/merge.hgc
 	@mkdir -p $(dir $@)
 	clang -g -O1 -std=gnu11 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined \
-		-fno-sanitize-recover=all -Iinclude/uapi -Iuser -Iuser/lib -Iuser/lib/include $(ZSTD_CFLAGS) \
+		-fno-sanitize-recover=all -Iinclude/uapi -Iuser $(USER_ROOMS_I) -Iuser/lib -Iuser/lib/include $(ZSTD_CFLAGS) \
 		-DHGCLOCK_FUZZ_BASE_DEFAULT='"$(abspath $(BUILD)/unit/data/merge.hgc)"' \
-		-o $@ selftests/fuzz/fuzz_corr.c $(LIB_SRCS) user/plot_axis.c user/vcpu_lines.c \
+		-o $@ selftests/fuzz/fuzz_corr.c $(LIB_SRCS) user/common/plot_axis.c user/common/vcpu_lines.c \
 		$(ZSTD_LIBS) -lm
 
 # A seed of the hostile mode (first byte odd): a few edits of the real recording.
@@ -467,7 +470,7 @@ install: $(TOOL) man install-lib
 	install -D -m 0644 tools/udev/60-hgclock.rules $(DESTDIR)$(UDEVRULESDIR)/60-hgclock.rules
 	install -d -m 0755 $(DESTDIR)$(MANDIR)/man1
 	install -m 0644 $(MAN_PAGES) $(DESTDIR)$(MANDIR)/man1/
-	install -D -m 0644 user/perfetto_trace.proto $(DESTDIR)$(DATADIR)/hgclock/perfetto_trace.proto
+	install -D -m 0644 user/merge/perfetto_trace.proto $(DESTDIR)$(DATADIR)/hgclock/perfetto_trace.proto
 	@if [ -z "$(DESTDIR)" ]; then \
 		set -e; \
 		getent group hgclock >/dev/null || groupadd --system hgclock; \

@@ -4,7 +4,7 @@
 
     tools/pftrace_check.py PROTO FILE.pftrace [MERGED.txt]
 
-Decodes FILE with protoc against PROTO (user/perfetto_trace.proto, the
+Decodes FILE with protoc against PROTO (user/merge/perfetto_trace.proto, the
 subset of Perfetto's schema that merge writes, Perfetto's field numbers)
 and checks what merge.rst says of the file:
 

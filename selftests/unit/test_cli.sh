@@ -546,7 +546,7 @@ expect help_unknown_command 2 "unknown command 'nosuch'"
 
 # ---- 6. the documented options are the code's -----------------------------------
 #
-# For each command: the long options of its getopt table (user/cmd_C.c)
+# For each command: the long options of its getopt table (user/cmd/cmd_C.c)
 # all appear in 'hgclock C --help'; tools.rst's section for it holds that
 # --help text verbatim; the man page's OPTIONS list names exactly them.
 
@@ -555,7 +555,7 @@ if [ ! -f "$top/Documentation/tools.rst" ]; then
 else
 	for c in $commands; do
 		src=$(grep -oE '\{ "[a-z][a-z0-9-]*", (no|required|optional)_argument' \
-			"$top/user/cmd_$c.c" | sed -E 's/\{ "([^"]*)".*/--\1/' | sort -u)
+			"$top/user/cmd/cmd_$c.c" | sed -E 's/\{ "([^"]*)".*/--\1/' | sort -u)
 		help=$("$tool" "$c" --help)
 		miss=""
 		for o in $src; do
@@ -589,7 +589,7 @@ EOF
 			grep -oE -- '--[a-z][a-z0-9-]*' | sort -u)
 		diff=$(comm -3 <(echo "$src") <(echo "$man") | tr -d '\t' | tr '\n' ' ')
 		[ -z "${diff// /}" ] && ok "man_options_$c" ||
-			not_ok "man_options_$c" "$page OPTIONS and user/cmd_$c.c differ in: $diff"
+			not_ok "man_options_$c" "$page OPTIONS and user/cmd/cmd_$c.c differ in: $diff"
 	done
 fi
 

@@ -4,7 +4,7 @@
 # The tool's output formats, on the real recording of selftests/data:
 # merge --dat (trace-cmd report prints the merge's events), a host trace
 # with a buffer instance, --perfetto (decoded against
-# user/perfetto_trace.proto, its invariants checked) and the JSON's runs
+# user/merge/perfetto_trace.proto, its invariants checked) and the JSON's runs
 # and flows.  The second half of the command line's tests (the first:
 # test_cli.sh); the two run at once in tools/check.sh and
 # tools/asan-check.sh.
@@ -207,12 +207,12 @@ else
 fi
 
 # ---- --perfetto: a native Perfetto trace (protobuf) -------------------------------
-# protoc decodes it against user/perfetto_trace.proto (Perfetto's field
+# protoc decodes it against user/merge/perfetto_trace.proto (Perfetto's field
 # numbers) and tools/pftrace_check.py checks merge.rst's invariants: each
 # machine's packets and tracks, slices paired, runs not overlapping on a
 # CPU, flows host -> guest, every placed guest event inside its run on both
 # sides, and the same trace events at the same ns as merge's text.
-pfcheck() { python3 "$top/tools/pftrace_check.py" "$top/user/perfetto_trace.proto" "$@" 2>&1; }
+pfcheck() { python3 "$top/tools/pftrace_check.py" "$top/user/merge/perfetto_trace.proto" "$@" 2>&1; }
 if ! command -v protoc >/dev/null; then
 	for t in pftrace_invariants pftrace_filtered pftrace_app_tracks pftrace_checker_catches; do
 		skip "$t" "no protoc (tools/deps.sh installs protobuf-compiler)"
@@ -238,7 +238,7 @@ else
 	# An application's thread: its own track, "req" a slice on it.
 	run -- "${merge_in[@]}" -o pfa.txt --perfetto app.pftrace --app app-host.hgev
 	dec=$(protoc --decode=perfetto.protos.Trace --proto_path="$top/user" \
-		"$top/user/perfetto_trace.proto" <app.pftrace 2>&1)
+		"$top/user/merge/perfetto_trace.proto" <app.pftrace 2>&1)
 	if msg=$(pfcheck app.pftrace pfa.txt) && grep -q 'thread_name: "cliapp 77 (app)"' <<<"$dec" &&
 	   [ "$(grep -c 'type: TYPE_SLICE_BEGIN' <<<"$dec")" -gt "$(grep -c 'name: "g0 vCPU' <<<"$dec")" ]; then
 		ok pftrace_app_tracks
