@@ -480,6 +480,12 @@ static void hg_probe_sched_process_exec(void *data, struct task_struct *p,
 					pid_t old_pid,
 					struct linux_binprm *bprm)
 {
+	/*
+	 * Orders de_thread()'s new task->pid before our look at the table:
+	 * pairs with the smp_mb() in hg_track_add() (exec is rare, a full
+	 * barrier costs nothing there).
+	 */
+	smp_mb();
 	hg_forget_refused(old_pid);
 	if (likely(hg_none_tracked()))
 		return;
@@ -898,8 +904,11 @@ bool hgclock_track_pvclock_attached(void)
 /*
  * The task with thread id @tid, referenced: in the caller's pid namespace
  * (@caller_ns) or in the initial one, where the table keeps its ids.
+ * @init_tid, if not NULL, gets the id in the initial namespace of the pid
+ * found, which stays the task's own only as long as it does not exec
+ * from a non-leader thread (de_thread() exchanges ids).
  */
-static struct task_struct *hg_get_task(pid_t tid, bool caller_ns)
+static struct task_struct *hg_get_task(pid_t tid, bool caller_ns, pid_t *init_tid)
 {
 	struct task_struct *task;
 	struct pid *pid;
@@ -907,6 +916,8 @@ static struct task_struct *hg_get_task(pid_t tid, bool caller_ns)
 	rcu_read_lock();
 	pid = find_pid_ns(tid, caller_ns ? task_active_pid_ns(current) : &init_pid_ns);
 	task = pid ? get_pid_task(pid, PIDTYPE_PID) : NULL;
+	if (init_tid)
+		*init_tid = pid ? pid_nr(pid) : 0;
 	rcu_read_unlock();
 	return task;
 }
@@ -983,41 +994,67 @@ void hgclock_track_release(const struct file *file)
 	raw_spin_unlock_irqrestore(&hg_track_lock, irqflags);
 }
 
-/* TRACK_ADD of @task; the caller holds a reference. */
-static long hg_track_add(struct task_struct *task)
+/*
+ * Is @task still the thread @tid, alive?  PF_EXITING is set before
+ * sched_process_exit fires; de_thread() rewrites task->pid (exchange_tids())
+ * before sched_process_exec fires.
+ */
+static bool hg_task_is(struct task_struct *task, pid_t tid)
+{
+	return !(READ_ONCE(task->flags) & PF_EXITING) && READ_ONCE(task->pid) == tid;
+}
+
+/*
+ * TRACK_ADD of @task, thread @tid in the initial pid namespace; the
+ * caller holds a reference.
+ *
+ * The thread may pass sched_process_exit, or exec from a non-leader
+ * thread (de_thread() gives it the leader's id and frees @tid), between
+ * our lookup and the insert: then nothing would ever remove the slot, and
+ * a later thread reusing @tid would inherit it.  Store buffering, drawn:
+ *
+ *   TRACK_ADD                           exiting / exec'ing thread
+ *   hg_insert(): tid bit set            PF_EXITING set / task->pid rewritten
+ *   smp_mb()                            full barrier (exit: do_exit()'s
+ *                                         atomic_dec_and_test(&signal->live);
+ *                                         exec: hg_probe_sched_process_exec())
+ *   hg_task_is(): flag and pid          probe: bitmap test, hg_find()
+ *
+ * Either we see the change and remove the slot, or the probe, which runs
+ * after the change, sees the slot and removes it.  The read-side section
+ * spans the insert and any removal of ours: the slot cannot be reclaimed
+ * and given to another thread before we are done with it.
+ */
+static long hg_track_add(struct task_struct *task, pid_t tid)
 {
 	struct hg_slot init, *slot;
-	int ret;
+	long ret;
 
+	if (!hg_task_is(task, tid))
+		return -ENOENT;
 	memset(&init, 0, sizeof(init));
-	init.tid = task->pid;
+	init.tid = tid;
 	init.vm_pid = task->tgid;
 	init.vcpu_id = -1;
 	init.flags = HGCLOCK_VCPU_MANUAL;
+	rcu_read_lock();
 	ret = hg_insert(&init, &slot);
 	if (ret == -ENOSPC)
 		hg_refuse(&init);
 	if (ret)
-		return ret;
-	/*
-	 * The thread may have passed sched_process_exit (or exec) between
-	 * our lookup and the insert: then nothing would ever remove the
-	 * slot, and a later thread reusing the id would inherit it.
-	 * PF_EXITING is set before that tracepoint fires; the full barrier
-	 * orders our published slot before the flag test, so either we see
-	 * the flag, or the exit probe runs after the slot is visible and
-	 * removes it.
-	 */
+		goto out;
 	smp_mb();
-	if (READ_ONCE(task->flags) & PF_EXITING) {
-		hg_untrack_tid(init.tid);
-		return -ENOENT;
+	if (!hg_task_is(task, tid)) {
+		if (hg_remove(slot))
+			hg_emit_vcpu(slot, HGCLOCK_REC_VCPU_EXIT);
+		ret = -ENOENT;
+		goto out;
 	}
-	rcu_read_lock();
-	if (hg_find(init.tid) == slot)
+	if (hg_find(tid) == slot)
 		hg_emit_seen(slot, task_cpu(task));
+out:
 	rcu_read_unlock();
-	return 0;
+	return ret;
 }
 
 long hgclock_ioctl_track(struct file *file, void __user *uarg)
@@ -1025,6 +1062,7 @@ long hgclock_ioctl_track(struct file *file, void __user *uarg)
 	struct hgclock_track req;
 	struct task_struct *task;
 	long ret = 0;
+	pid_t tid;
 
 	if (!hgclock_file_privileged(file))
 		return -EPERM;
@@ -1038,13 +1076,13 @@ long hgclock_ioctl_track(struct file *file, void __user *uarg)
 		return -EINVAL;
 
 	hgclock_track_reclaim();
-	task = hg_get_task(req.tid, true);
+	task = hg_get_task(req.tid, true, &tid);
 	if (!task)
 		return -ENOENT;
 
 	switch (req.flags) {
 	case HGCLOCK_TRACK_ADD:
-		ret = hg_track_add(task);
+		ret = hg_track_add(task, tid);
 		break;
 	case HGCLOCK_TRACK_REMOVE:
 		ret = hg_untrack_tid(task->pid) ? 0 : -ENOENT;
@@ -1107,7 +1145,7 @@ long hgclock_ioctl_list_vcpus(struct file *file, void __user *uarg)
 
 	/* Where each one is now: outside RCU, a task lookup may sleep. */
 	for (i = 0; i < n; i++) {
-		struct task_struct *task = hg_get_task(infos[i].tid, false);
+		struct task_struct *task = hg_get_task(infos[i].tid, false, NULL);
 
 		infos[i].host_cpu = task ? task_cpu(task) : -1;
 		if (task)

@@ -700,6 +700,72 @@ TEST_F(track, exec_untracks)
 	waitpid(child, &status, 0);
 }
 
+/* The non-leader thread of exec_child: says its id, spins, execs. */
+static void *exec_from_thread(void *arg)
+{
+	int *args = arg;	/* pipe to write to, microseconds to spin */
+	struct timespec t0, t;
+	pid_t tid = gettid_();
+
+	if (write(args[0], &tid, sizeof(tid)) != sizeof(tid))
+		_exit(1);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	do
+		clock_gettime(CLOCK_MONOTONIC, &t);
+	while ((t.tv_sec - t0.tv_sec) * 1000000 + (t.tv_nsec - t0.tv_nsec) / 1000 < args[1]);
+	execl("/bin/true", "true", (char *)NULL);
+	_exit(2);
+}
+
+/*
+ * TRACK_ADD of a non-leader thread while it execs: de_thread() gives it
+ * the leader's id and frees its own, with no exit of that id to see.
+ * Whatever the interleaving, once the process is gone neither id may
+ * stay tracked: a later thread reusing one would inherit the slot (issue
+ * 30 item 8).  The ioctl lands before, during and after the exec.
+ */
+TEST_F(track, track_racing_exec_leaves_nothing)
+{
+	enum { N = 300 };
+	pid_t tids[N], pids[N];
+	int i, status, nr_tracked = 0, nr_left = 0;
+
+	for (i = 0; i < N; i++) {
+		int pipefd[2], args[2];
+		pthread_t th;
+		int ret;
+
+		ASSERT_EQ(0, pipe(pipefd));
+		pids[i] = fork();
+		ASSERT_LE(0, pids[i]);
+		if (pids[i] == 0) {
+			args[0] = pipefd[1];
+			args[1] = i % 150;
+			if (pthread_create(&th, NULL, exec_from_thread, args))
+				_exit(1);
+			pause();
+			_exit(1);
+		}
+		close(pipefd[1]);
+		ASSERT_EQ(sizeof(pid_t), read(pipefd[0], &tids[i], sizeof(pid_t)));
+		close(pipefd[0]);
+		/* Until the thread id is gone (or names the exiting leader). */
+		do {
+			ret = track(self->fd, tids[i], HGCLOCK_TRACK_ADD);
+			nr_tracked += !ret;
+		} while (ret == 0 || ret == -EEXIST);
+		EXPECT_EQ(-ENOENT, ret);
+		ASSERT_EQ(pids[i], waitpid(pids[i], &status, 0));
+		EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	}
+	/* waitpid() returns a little before the last probes are done. */
+	usleep(300000);
+	for (i = 0; i < N; i++)
+		nr_left += !!listed(self->fd, tids[i]) + !!listed(self->fd, pids[i]);
+	TH_LOG("%d TRACK_ADDs succeeded before the exec", nr_tracked);
+	EXPECT_EQ(0, nr_left);
+}
+
 /*
  * Exit pairing is opt-in per VM process, held by the file that asked:
  * PAIR_ON marks the process's tracked threads, PAIR_OFF and close undo
