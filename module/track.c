@@ -1043,6 +1043,7 @@ static long hg_track_add(struct task_struct *task, pid_t tid)
 		hg_refuse(&init);
 	if (ret)
 		goto out;
+	/* Our published slot before the checks: the pairing drawn above. */
 	smp_mb();
 	if (!hg_task_is(task, tid)) {
 		if (hg_remove(slot))
