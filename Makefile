@@ -56,6 +56,9 @@ TOOL_SRCS := user/hgclock.c user/common/util.c user/common/output.c user/common/
 	user/cmd/cmd_merge.c user/merge/merge.c user/merge/merge_out.c user/merge/merge_par.c user/cmd/cmd_plot.c
 # Input parsing and plot axes, also unit-tested (test_lib)
 TOOL_SRCS += user/common/vcpu_lines.c user/common/plot_axis.c
+# The recorder's parts (user/record/record.h), under cmd_record.c
+TOOL_SRCS += user/record/writer.c user/record/guests.c user/record/probe.c user/record/session.c \
+	user/record/disrupt.c user/record/signals.c user/record/merge_end.c
 # Finding a guest's VM (record --guest domain:NAME), unit-tested (test_vmfind)
 TOOL_SRCS += user/record/vmfind.c user/merge/perf_in.c user/merge/merge_report.c user/merge/merge_filter.c user/merge/merge_dat.c
 TOOL_SRCS += user/merge/merge_pftrace.c
