@@ -53,7 +53,8 @@
  * through an RCU pointer.  Producers run with interrupts off, an RCU
  * read-side section.  A session leaves the list at release (no mapping is
  * left then: each holds a reference on the file) and is freed after a
- * grace period; replacing a session's rings (RING_CONFIG) is refused
+ * grace period, by a work item (queue_rcu_work(): vfree() may sleep, an
+ * RCU callback may not); replacing a session's rings (RING_CONFIG) is refused
  * while they are mapped and waits for a grace period before freeing the
  * old ones.  hg_ring_mutex serialises the list, ring creation and
  * replacement, data areas, mapping counts; it is never taken by
@@ -61,9 +62,11 @@
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
+#include <linux/capability.h>
 #include <linux/cpu.h>
 #include <linux/cpuhotplug.h>
 #include <linux/cpumask.h>
+#include <linux/cred.h>
 #include <linux/irq_work.h>
 #include <linux/log2.h>
 #include <linux/mm.h>
@@ -79,6 +82,7 @@
 #include <linux/version.h>
 #include <linux/vmalloc.h>
 #include <linux/wait.h>
+#include <linux/workqueue.h>
 #include <asm/msr.h>
 #include <asm/tsc.h>
 
@@ -106,6 +110,23 @@ MODULE_PARM_DESC(ring_max_mb,
 		 "ring memory at most, in MiB, all sessions and CPUs (0: a 32nd of RAM, at least 64)");
 static u64 hg_ring_max_bytes;		/* from ring_max_mb, set at load */
 static u64 hg_ring_total_bytes;		/* all sessions; under hg_ring_mutex */
+
+/*
+ * Every producer walks the whole session list with interrupts off, so its
+ * length is bounded: max_sessions open files in all, max_sessions_per_user
+ * per real uid of the opener unless the opener had CAP_SYS_ADMIN.
+ */
+static unsigned int max_sessions = 64;
+module_param(max_sessions, uint, 0444);
+MODULE_PARM_DESC(max_sessions, "open files of /dev/hgclock at most, 1..1024 (default 64)");
+static unsigned int max_sessions_per_user = 16;
+module_param(max_sessions_per_user, uint, 0444);
+MODULE_PARM_DESC(max_sessions_per_user,
+		 "open files of /dev/hgclock per user without CAP_SYS_ADMIN, 1..max_sessions (default 16)");
+#define HG_SESSIONS_MAX		1024U
+static unsigned int hg_nr_sessions;	/* on hg_sessions; under hg_ring_mutex */
+/* Sessions freed a grace period after release (queue_rcu_work()). */
+static struct workqueue_struct *hg_free_wq;
 
 /* CPUs brought up since load: they have (or should have) data areas. */
 static struct cpumask hg_ring_cpus;	/* under hg_ring_mutex */
@@ -152,7 +173,9 @@ struct hg_session {
 	u64 ring_size;			/* of the next rings; under hg_ring_mutex */
 	u64 watermark;			/* bytes; READ_ONCE from producers */
 	wait_queue_head_t wq;
-	struct rcu_head rcu;
+	kuid_t uid;			/* the opener's real uid */
+	bool counted_per_user;		/* opener without CAP_SYS_ADMIN */
+	struct rcu_work free_work;	/* after release, a grace period */
 };
 
 static LIST_HEAD(hg_sessions);
@@ -616,7 +639,9 @@ void hgclock_ring_set_online(unsigned int cpu, bool online)
  */
 int hgclock_ring_open(struct file *file)
 {
-	struct hg_session *sess;
+	struct hg_session *sess, *other;
+	unsigned int nr_user = 0;
+	int ret = 0;
 
 	sess = kzalloc(sizeof(*sess), GFP_KERNEL_ACCOUNT);
 	if (!sess)
@@ -625,17 +650,53 @@ int hgclock_ring_open(struct file *file)
 	sess->tracking = hgclock_file_privileged(file);
 	sess->ring_size = (u64)ring_size_kb << 10;
 	sess->watermark = sess->ring_size / 2;
-	file->private_data = sess;
+	sess->uid = file->f_cred->uid;
+	sess->counted_per_user = !file_ns_capable(file, &init_user_ns, CAP_SYS_ADMIN);
 	mutex_lock(&hg_ring_mutex);
+	if (hg_nr_sessions >= max_sessions) {
+		ret = -ENFILE;
+		goto out;
+	}
+	/* At most max_sessions entries to count, at open only. */
+	if (sess->counted_per_user) {
+		list_for_each_entry(other, &hg_sessions, node)
+			nr_user += other->counted_per_user && uid_eq(other->uid, sess->uid);
+		if (nr_user >= max_sessions_per_user) {
+			ret = -EUSERS;
+			goto out;
+		}
+	}
+	hg_nr_sessions++;
 	list_add_tail_rcu(&sess->node, &hg_sessions);
+	file->private_data = sess;
+out:
 	mutex_unlock(&hg_ring_mutex);
-	return 0;
+	if (ret)
+		kfree(sess);
+	return ret;
+}
+
+/*
+ * A grace period after release: no producer still walks to the session
+ * or writes to its rings.  Process context (hg_free_wq).
+ */
+static void hg_session_free_fn(struct work_struct *work)
+{
+	struct hg_session *sess = container_of(to_rcu_work(work),
+					       struct hg_session, free_work);
+
+	/* Nobody else reaches the session now: the RCU pointer is ours. */
+	hg_ring_free(rcu_dereference_protected(sess->ring, 1));
+	kfree(sess);
 }
 
 /*
  * The file is released: its mappings are gone (each held a reference on
- * it).  Off the list, then a grace period: no producer still writes to
- * its rings when they are freed.
+ * it).  Off the list and out of the counts now; its memory is freed after
+ * a grace period, when no producer still writes to its rings, without
+ * making the closer wait for it.  The ring memory leaves
+ * hg_ring_total_bytes at once: for a grace period the pages may outlive
+ * the cap's account of them.
  */
 void hgclock_ring_release(struct file *file)
 {
@@ -644,13 +705,13 @@ void hgclock_ring_release(struct file *file)
 
 	mutex_lock(&hg_ring_mutex);
 	list_del_rcu(&sess->node);
-	mutex_unlock(&hg_ring_mutex);
-	synchronize_rcu();
-	mutex_lock(&hg_ring_mutex);
+	hg_nr_sessions--;
 	ring = rcu_dereference_protected(sess->ring, lockdep_is_held(&hg_ring_mutex));
-	hg_ring_drop(ring);
+	if (ring)
+		hg_ring_total_bytes -= ring->bytes;
 	mutex_unlock(&hg_ring_mutex);
-	kfree(sess);
+	INIT_RCU_WORK(&sess->free_work, hg_session_free_fn);
+	queue_rcu_work(hg_free_wq, &sess->free_work);
 }
 
 /* ---- mapping ---------------------------------------------------------- */
@@ -1042,6 +1103,12 @@ int hgclock_ring_init(void)
 		       ring_size_kb);
 		return -EINVAL;
 	}
+	if (!max_sessions || max_sessions > HG_SESSIONS_MAX ||
+	    !max_sessions_per_user || max_sessions_per_user > max_sessions) {
+		pr_err("max_sessions=%u max_sessions_per_user=%u: want 1..%u and 1..max_sessions\n",
+		       max_sessions, max_sessions_per_user, HG_SESSIONS_MAX);
+		return -EINVAL;
+	}
 	hg_ring_max_bytes = ring_max_mb ? (u64)ring_max_mb << 20 :
 			    max_t(u64, 64ULL << 20, ((u64)totalram_pages() << PAGE_SHIFT) / 32);
 	/* One session's rings must fit, or no reader could ever work. */
@@ -1051,24 +1118,37 @@ int hgclock_ring_init(void)
 		return -EINVAL;
 	}
 	init_irq_work(&hg_wake_work, hg_wake_fn);
+	hg_free_wq = alloc_workqueue("hgclock_free", 0, 0);
+	if (!hg_free_wq)
+		return -ENOMEM;
 	ret = hg_clock_meta_alloc();
 	if (ret)
-		return ret;
+		goto err_wq;
 	ret = cpuhp_setup_state(CPUHP_BP_PREPARE_DYN, "hgclock:ring",
 				hg_ring_cpu_prepare, NULL);
-	if (ret < 0) {
-		vfree(hg_clock_meta);
-		hg_clock_meta = NULL;
-		return ret;
-	}
+	if (ret < 0)
+		goto err_meta;
 	hg_ring_cpuhp_state = ret;
 	return 0;
+
+err_meta:
+	vfree(hg_clock_meta);
+	hg_clock_meta = NULL;
+err_wq:
+	destroy_workqueue(hg_free_wq);
+	return ret;
 }
 
 /* After the producers are stopped (snapshot and tracking exits). */
 void hgclock_ring_exit(void)
 {
-	/* No file is open: no session, no rings are left. */
+	/*
+	 * No file is open, but sessions released just before may wait for
+	 * their grace period: rcu_barrier() until every one is queued on
+	 * hg_free_wq, destroying it runs them.  No session is left after.
+	 */
+	rcu_barrier();
+	destroy_workqueue(hg_free_wq);
 	cpuhp_remove_state_nocalls(hg_ring_cpuhp_state);
 	irq_work_sync(&hg_wake_work);
 	/* /dev/hgclock-clock is gone and no producer runs: nobody reads it. */

@@ -17,7 +17,9 @@
  *    (perfmon_capable());
  *  - PRODUCE and changing RING_CONFIG need CAP_SYS_ADMIN;
  *  - /dev/hgclock-clock is everyone's (0444): a read-only map of the
- *    conversions, nothing else.
+ *    conversions, nothing else;
+ *  - at most max_sessions open files (ENFILE), max_sessions_per_user per
+ *    user without CAP_SYS_ADMIN (EUSERS).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -35,6 +37,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <stdint.h>
 #include <unistd.h>
 
@@ -344,6 +347,58 @@ static void child_group_member(int fd)
 	child_admin_ops_refused(nfd);
 	child_tracking_refused(nfd);
 	close(nfd);
+}
+
+/* Module parameter @name, or @dflt when the module has none (older). */
+static unsigned int param_or(const char *name, unsigned int dflt)
+{
+	char path[128];
+	unsigned int val;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/sys/module/hgclock/parameters/%s", name);
+	f = fopen(path, "r");
+	if (!f)
+		return dflt;
+	if (fscanf(f, "%u", &val) != 1)
+		val = dflt;
+	fclose(f);
+	return val;
+}
+
+/* Opens into @fds until refused, at most @max; how many, errno in *@err. */
+static int open_until_refused(int *fds, int max, int *err)
+{
+	int n;
+
+	*err = 0;
+	for (n = 0; n < max; n++) {
+		fds[n] = open(HGCLOCK_DEV_PATH, O_RDWR | O_CLOEXEC);
+		if (fds[n] < 0) {
+			*err = errno;
+			break;
+		}
+	}
+	return n;
+}
+
+/* max_sessions_per_user files, then EUSERS; a close makes room. */
+static void child_sessions_per_user(int fd)
+{
+	unsigned int per_user = param_or("max_sessions_per_user", 16);
+	int fds[1024 + 8], n, i, err;
+
+	n = open_until_refused(fds, per_user + 8, &err);
+	CHILD_EXPECT(n == (int)per_user && err == EUSERS,
+		     "%d opens, then %s; want %u, then EUSERS", n, strerror(err), per_user);
+	if (n > 0) {
+		close(fds[--n]);
+		fds[n] = open(HGCLOCK_DEV_PATH, O_RDWR | O_CLOEXEC);
+		CHILD_EXPECT(fds[n] >= 0, "open after a close: %s", strerror(errno));
+		n += fds[n] >= 0;
+	}
+	for (i = 0; i < n; i++)
+		close(fds[i]);
 }
 
 FIXTURE(perm) {
@@ -899,6 +954,43 @@ TEST_F(perm, public_clock_same_conversions)
 	munmap((void *)pub, len);
 	close(cfd);
 	hgclock_map_close(&map);
+}
+
+/*
+ * Every record writer walks all sessions with interrupts off: at most
+ * max_sessions open files (issue 30 item 4).  Past it ENFILE; closing
+ * them all is quick (no grace period waited per close); then an open
+ * works again.
+ */
+TEST_F(perm, sessions_bounded)
+{
+	unsigned int max = param_or("max_sessions", 64);
+	struct timespec t0, t1;
+	int *fds, n, i, err, nfd;
+
+	fds = calloc(max + 8, sizeof(*fds));
+	ASSERT_NE(NULL, fds);
+	n = open_until_refused(fds, max + 8, &err);
+	/* The fixture holds one session. */
+	EXPECT_GE((int)max - 1, n);
+	EXPECT_EQ(ENFILE, err);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (i = 0; i < n; i++)
+		close(fds[i]);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	TH_LOG("%d sessions opened, closed in %.1f ms", n,
+	       (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6);
+	nfd = open(HGCLOCK_DEV_PATH, O_RDWR | O_CLOEXEC);
+	EXPECT_LE(0, nfd);
+	if (nfd >= 0)
+		close(nfd);
+	free(fds);
+}
+
+/* A user without CAP_SYS_ADMIN: max_sessions_per_user, then EUSERS. */
+TEST_F(perm, sessions_per_user)
+{
+	EXPECT_EQ(0, run_with_group_node(self->fd, 0, child_sessions_per_user));
 }
 
 TEST_HARNESS_MAIN
