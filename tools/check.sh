@@ -354,8 +354,8 @@ for series in $nested_kernels; do
 	[ -n "$kver" ] && [ -f "$build/module/$kver/hgclock.ko" ] || continue
 	name="nested_${series}"
 	nested_prepare "$name"
-	# The guest's helpers (selftests/nested): its TSC writes and, with
-	# HGCLOCK_NESTED_FLOOD=1, its CPUID flood (tools/vm/scenarios.sh).
+	# The guest's helpers (selftests/nested): its TSC writes and its
+	# CPUID flood (HGCLOCK_NESTED_FLOOD=0: none; tools/vm/scenarios.sh).
 	scenario_args track "$kver" "$build" "" || { own not-ok "$name" "scenario_args track failed"; continue; }
 	# Emulator faults (QEMU's multi-threaded TCG can run stale code
 	# after the host VM's kernel patches its text, see tools/vm/run),
