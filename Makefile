@@ -53,7 +53,7 @@ LIB_HDRS := $(wildcard user/lib/*.h) user/lib/include/hgclock/hgclock.h
 TOOL_SRCS := user/hgclock.c user/common/util.c user/common/output.c user/common/json.c \
 	user/cmd/cmd_info.c user/cmd/cmd_now.c user/cmd/cmd_snapshots.c user/cmd/cmd_vcpus.c user/cmd/cmd_records.c user/common/recprint.c \
 	user/cmd/cmd_record.c user/cmd/cmd_recover.c user/cmd/cmd_dump.c user/cmd/cmd_agent.c user/cmd/cmd_convert.c user/cmd/cmd_mark.c \
-	user/cmd/cmd_merge.c user/merge/merge.c user/merge/merge_out.c user/merge/merge_par.c user/cmd/cmd_plot.c
+	user/cmd/cmd_merge.c user/merge/claims.c user/merge/merge.c user/merge/merge_in.c user/merge/merge_out.c user/merge/merge_par.c user/cmd/cmd_plot.c
 # Input parsing and plot axes, also unit-tested (test_lib)
 TOOL_SRCS += user/common/vcpu_lines.c user/common/plot_axis.c
 # The recorder's parts (user/record/record.h), under cmd_record.c
@@ -264,12 +264,12 @@ $(BUILD)/unit/data/%: selftests/data/%.xz
 	@mkdir -p $(dir $@)
 	xz -dc $< >$@.tmp && mv $@.tmp $@
 
-$(BUILD)/unit/test_merge: selftests/unit/test_merge.c user/merge/merge.c user/merge/merge_out.c user/merge/merge_par.c \
+$(BUILD)/unit/test_merge: selftests/unit/test_merge.c user/merge/merge.c user/merge/merge_in.c user/merge/merge_out.c user/merge/merge_par.c \
 		user/merge/trace_pool.c user/merge/trace_pool.h \
 		user/merge/perf_in.c user/merge/perf_in.h user/merge/merge_report.c user/merge/merge_filter.c \
 		user/common/json.c user/merge/merge.h selftests/unit/gen.h $(LIB) $(KSFT_HDR) $(MERGE_DATA)
 	@mkdir -p $(dir $@)
-	$(CC) $(SELFTEST_CFLAGS) $(TRACECMD_CFLAGS) -o $@ selftests/unit/test_merge.c user/merge/merge.c \
+	$(CC) $(SELFTEST_CFLAGS) $(TRACECMD_CFLAGS) -o $@ selftests/unit/test_merge.c user/merge/merge.c user/merge/merge_in.c \
 		user/merge/trace_pool.c \
 		user/merge/merge_out.c user/merge/merge_par.c user/common/json.c user/merge/perf_in.c user/merge/merge_report.c \
 		user/merge/merge_filter.c $(LIB) $(TRACECMD_LIBS) $(ZSTD_LIBS) \
