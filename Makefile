@@ -60,7 +60,7 @@ TOOL_SRCS += user/common/vcpu_lines.c user/common/plot_axis.c
 TOOL_SRCS += user/record/writer.c user/record/guests.c user/record/probe.c user/record/session.c \
 	user/record/disrupt.c user/record/signals.c user/record/merge_end.c
 # Finding a guest's VM (record --guest domain:NAME), unit-tested (test_vmfind)
-TOOL_SRCS += user/record/vmfind.c user/merge/perf_in.c user/merge/merge_report.c user/merge/merge_filter.c user/merge/merge_dat.c
+TOOL_SRCS += user/record/vmfind.c user/record/vmfind_args.c user/merge/perf_in.c user/merge/merge_report.c user/merge/merge_filter.c user/merge/merge_dat.c
 TOOL_SRCS += user/merge/merge_pftrace.c
 # pairmark (guest side) and reading its markers from a guest trace.dat (host side)
 TOOL_SRCS += user/cmd/cmd_pairmark.c user/merge/markpair_trace.c
@@ -312,9 +312,11 @@ $(BUILD)/unit/test_markpair: selftests/unit/test_markpair.c selftests/unit/gen.h
 	@mkdir -p $(dir $@)
 	$(CC) $(SELFTEST_CFLAGS) -o $@ selftests/unit/test_markpair.c $(LIB) $(ZSTD_LIBS) -lm
 
-$(BUILD)/unit/test_vmfind: selftests/unit/test_vmfind.c user/record/vmfind.c user/record/vmfind.h $(KSFT_HDR)
+$(BUILD)/unit/test_vmfind: selftests/unit/test_vmfind.c user/record/vmfind.c user/record/vmfind_args.c \
+		user/record/vmfind.h $(KSFT_HDR)
 	@mkdir -p $(dir $@)
-	$(CC) $(SELFTEST_CFLAGS) -o $@ selftests/unit/test_vmfind.c user/record/vmfind.c
+	$(CC) $(SELFTEST_CFLAGS) -o $@ selftests/unit/test_vmfind.c user/record/vmfind.c \
+		user/record/vmfind_args.c
 
 $(BUILD)/unit/test_corr: selftests/unit/test_corr.c user/lib/corr.c user/lib/corr_check.c user/lib/corr_rec.c \
 		user/lib/corr.h user/lib/corr_check.h selftests/unit/gen.h $(KSFT_HDR)

@@ -14,7 +14,8 @@
  *     -> merge_end.c   --merge: the traces found, cmd_merge() at the end
  *          -> signals.c   SIGINT/SIGTERM/SIGHUP, COMMAND's life
  *   leaves:  writer.c (every section; host records, tracked vCPUs,
- *            SEGMENTS), vmfind.c (which process runs a VM; unit-tested
+ *            SEGMENTS), vmfind.c over vmfind_args.c (which process runs a
+ *            VM, from /proc, libvirt and QEMU's command line; unit-tested
  *            alone), and the inline helpers below (now_s(), set_why()...)
  *
  * State: struct guest is one guest's (its session's fd, its probe thread
