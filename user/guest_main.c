@@ -3,7 +3,7 @@
  * hgclock-guest: the hgclock command line reduced to what a guest runs
  * (info, now, agent, mark, pairmark), without `merge` and therefore without
  * libtracecmd/libtraceevent.  Each command is the same code as in
- * `hgclock` (user/cmd_<name>.c), with the same options and exit statuses:
+ * `hgclock` (user/cmd/cmd_<name>.c), with the same options and exit statuses:
  * `hgclock-guest agent` is `hgclock agent`.  Packaged as hgclock-guest,
  * whose hgclock-agent.service runs it (Documentation/install.rst).  Help,
  * usage, errors and exit statuses are hgclock's: hg_dispatch() (util.c).

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Unit tests of hgclock merge (user/merge*.c) on a real recording: a KVM
+ * Unit tests of hgclock merge (user/merge/merge*.c) on a real recording: a KVM
  * host's and guest's trace.dat (trace-cmd record -A) and the correlation
  * file hgclock record wrote meanwhile, captured by
  * selftests/data/capture.sh (selftests/data/capture.txt says how) and

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Unit tests of user/vmfind.c: finding a guest's QEMU process, vsock CID
+ * Unit tests of user/record/vmfind.c: finding a guest's QEMU process, vsock CID
  * and vCPU threads in fake /proc and libvirt trees built in a temporary
  * directory (command lines short and far beyond 4 KiB, both -device
  * forms, libvirt pid files and XML, a fake virsh).
