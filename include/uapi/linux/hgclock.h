@@ -204,8 +204,9 @@ struct hgclock_read_clock {
  * ring_size, PROT_READ, MAP_SHARED) maps the meta area followed by one data
  * area per possible CPU.  It is read-only: PROT_WRITE, PROT_EXEC and
  * MAP_PRIVATE are refused.  The consumer positions live in a separate,
- * writable mapping at HGCLOCK_MMAP_CONSUMER_OFFSET (consumer_size bytes),
- * which one open file at a time may hold.
+ * writable mapping at HGCLOCK_MMAP_CONSUMER_OFFSET (consumer_size bytes)
+ * of the same file: each open file is a session with rings and consumer
+ * positions of its own.
  */
 #define HGCLOCK_MMAP_RING_OFFSET	0ULL
 #define HGCLOCK_MMAP_CONSUMER_OFFSET	(1ULL << 40)
