@@ -18,8 +18,9 @@
  *   ring.c (rings, mmap, poll)   conv.c -> ksym.c   policy.c
  *   xcall.c (cross-CPU calls with a deadline: READ_CLOCK, SNAPSHOT)
  *
- * ring.c, conv.c, ksym.c, policy.c and xcall.c call nothing else of the
- * module; the middle files call only the bottom row, never each other.
+ * In the bottom row ring.c calls policy.c and conv.c calls ksym.c; ksym.c,
+ * policy.c and xcall.c call nothing else.  The middle files call only the
+ * bottom row, never each other (make check: tools/layer-check.py).
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 

@@ -237,6 +237,14 @@ for series in $kernels; do
 		own not-ok "module_build_w1_$series"
 		continue
 	fi
+	# The module's layers too (design.rst): no circle of calls between
+	# its files, from the objects Kbuild left beside the .ko.
+	if tools/layer-check.py "$(dirname "$ko")"/module/*.o >"$log_dir/module-layers-$series.out" 2>&1; then
+		own ok "module_layers_$series"
+	else
+		cat "$log_dir/module-layers-$series.out"
+		own not-ok "module_layers_$series" "a circle of calls between module/ files"
+	fi
 	# The TSC modes of a series boot side by side (HGCLOCK_VM_JOBS,
 	# default 2): each VM is one single-threaded TCG process, one host
 	# core; their results are then read in order.
