@@ -35,13 +35,7 @@ errs="$tmp/stderr"
 # The sanitized unit tests run at once, one per CPU, test_cli's two
 # halves first (about 8 and 6 minutes under ASan on this project's
 # 2-CPU machine; the rest, under one); their outputs in order after.
-units=()
-for t in "$san"/unit/test_cli "$san"/unit/test_cli_outputs "$san"/unit/*; do
-	# Programs only: unit/data holds the merge test's recording.
-	[ -f "$t" ] && [ -x "$t" ] || continue
-	case " ${units[*]} " in *" $t "*) continue ;; esac
-	units+=("$t")
-done
+mapfile -t units < <(unit_programs "$san/unit")
 tap_programs "$tmp/unit" "${units[@]}"
 failed=0
 for t in "$san"/unit/*; do

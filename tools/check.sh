@@ -107,12 +107,7 @@ note "unit tests"
 # test_cli's helpers.  They run at once, one per CPU (tools/tap.sh's
 # tap_programs), test_cli's two halves first: the longest.  The TAP log
 # gets their outputs in the programs' order.
-units=()
-for t in "$build"/unit/test_cli "$build"/unit/test_cli_outputs "$build"/unit/*; do
-	[ -f "$t" ] && [ -x "$t" ] || continue
-	case " ${units[*]} " in *" $t "*) continue ;; esac
-	units+=("$t")
-done
+mapfile -t units < <(unit_programs "$build/unit")
 tap_programs "$log_dir/unit" "${units[@]}"
 for t in "$build"/unit/*; do
 	[ -f "$log_dir/unit/${t##*/}.out" ] && tee -a "$tap_log" <"$log_dir/unit/${t##*/}.out"

@@ -22,6 +22,22 @@ check() {
 	if "$@"; then tap ok "$name"; else tap not-ok "$name"; fi
 }
 
+# unit_programs DIR: the unit test programs in DIR, one path a line, in
+# the order tap_programs should start them: test_cli's two halves first
+# (the longest), then the rest; programs only (DIR/data holds the merge
+# test's recording, DIR/bin test_cli's helpers).  make check's unit step
+# and tools/asan-check.sh both run this list.
+unit_programs() {
+	local t seen=" "
+
+	for t in "$1"/test_cli "$1"/test_cli_outputs "$1"/*; do
+		[ -f "$t" ] && [ -x "$t" ] || continue
+		case $seen in *" $t "*) continue ;; esac
+		seen="$seen$t "
+		echo "$t"
+	done
+}
+
 # tap_programs OUTDIR PROGRAM...: the test programs run at once, as many
 # as there are CPUs, in the order given (put the longest first); each
 # one's output (standard output and error) in OUTDIR/NAME.out and its
