@@ -83,7 +83,7 @@ def main():
     top = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     if shutil.which("protoc"):
         r = subprocess.run([sys.executable, os.path.join(top, "tools", "pftrace_check.py"),
-                            os.path.join(top, "user", "perfetto_trace.proto"), pf, txt],
+                            os.path.join(top, "user", "merge", "perfetto_trace.proto"), pf, txt],
                            capture_output=True, text=True)
         out = (r.stdout + r.stderr).strip().split("\n")
         tap(r.returncode == 0, "perfetto_invariants", " | ".join(out[:6]))
