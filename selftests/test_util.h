@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * Helpers shared by the kselftests (include after kselftest_harness.h).
+ * Helpers shared by the kselftests and the unit tests (include after
+ * kselftest_harness.h).
  */
 #ifndef HGCLOCK_TEST_UTIL_H
 #define HGCLOCK_TEST_UTIL_H
@@ -8,6 +9,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -32,6 +35,31 @@ static inline int pin_self(int cpu)
 	CPU_ZERO(&set);
 	CPU_SET(cpu, &set);
 	return sched_setaffinity(0, sizeof(set), &set) ? -errno : 0;
+}
+
+/* A flag of /proc/cpuinfo's first "flags" line, as a word. */
+static inline bool cpuinfo_has(const char *flag)
+{
+	char line[8192], word[64];
+	bool found = false;
+	FILE *f = fopen("/proc/cpuinfo", "r");
+
+	if (!f)
+		return false;
+	snprintf(word, sizeof(word), " %s", flag);
+	while (fgets(line, sizeof(line), f)) {
+		char *p;
+
+		if (strncmp(line, "flags", 5))
+			continue;
+		line[strcspn(line, "\n")] = ' ';
+		for (p = strstr(line, word); p; p = strstr(p + 1, word))
+			if (p[strlen(word)] == ' ')
+				found = true;
+		break;
+	}
+	fclose(f);
+	return found;
 }
 
 #endif /* HGCLOCK_TEST_UTIL_H */

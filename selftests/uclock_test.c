@@ -38,31 +38,6 @@ static const int all_methods[] = {
 	HGCLOCK_UCLOCK_RDTSCP, HGCLOCK_UCLOCK_RSEQ, HGCLOCK_UCLOCK_RDPID,
 };
 
-/* A flag of /proc/cpuinfo's first "flags" line, as a word. */
-static bool cpuinfo_has(const char *flag)
-{
-	char line[8192], word[64];
-	bool found = false;
-	FILE *f = fopen("/proc/cpuinfo", "r");
-
-	if (!f)
-		return false;
-	snprintf(word, sizeof(word), " %s", flag);
-	while (fgets(line, sizeof(line), f)) {
-		char *p;
-
-		if (strncmp(line, "flags", 5))
-			continue;
-		line[strcspn(line, "\n")] = ' ';
-		for (p = strstr(line, word); p; p = strstr(p + 1, word))
-			if (p[strlen(word)] == ' ')
-				found = true;
-		break;
-	}
-	fclose(f);
-	return found;
-}
-
 FIXTURE(uclock) {
 	int fd;
 	struct hgclock_map map;

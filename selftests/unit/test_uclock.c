@@ -47,33 +47,9 @@
 #include "kselftest_harness.h"
 #include "libhgclock.h"
 #include "fake_clock.h"
+#include "../test_util.h"
 
 #define CHILD_ENV "HGCLOCK_TEST_UCLOCK_CHILD"
-
-/* A flag of /proc/cpuinfo's first "flags" line, as a word. */
-static bool cpuinfo_has(const char *flag)
-{
-	char line[8192], word[64];
-	bool found = false;
-	FILE *f = fopen("/proc/cpuinfo", "r");
-
-	if (!f)
-		return false;
-	snprintf(word, sizeof(word), " %s", flag);
-	while (fgets(line, sizeof(line), f)) {
-		char *p;
-
-		if (strncmp(line, "flags", 5))
-			continue;
-		line[strcspn(line, "\n")] = ' ';
-		for (p = strstr(line, word); p; p = strstr(p + 1, word))
-			if (p[strlen(word)] == ' ')
-				found = true;
-		break;
-	}
-	fclose(f);
-	return found;
-}
 
 static bool rseq_registered(void)
 {
