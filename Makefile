@@ -241,7 +241,7 @@ $(BUILD)/unit/bin/gen_disrupt: selftests/unit/gen_disrupt.c $(LIB)
 	$(CC) $(SELFTEST_CFLAGS) -o $@ selftests/unit/gen_disrupt.c $(LIB) $(ZSTD_LIBS) -lm
 
 # The zero-syscall clock's methods over a meta area laid out as the module's (library.rst)
-$(BUILD)/unit/test_uclock: selftests/unit/test_uclock.c selftests/unit/fake_clock.h $(LIB) $(KSFT_HDR)
+$(BUILD)/unit/test_uclock: selftests/unit/test_uclock.c selftests/unit/fake_clock.h selftests/test_util.h $(LIB) $(KSFT_HDR)
 	@mkdir -p $(dir $@)
 	$(CC) $(SELFTEST_CFLAGS) -o $@ selftests/unit/test_uclock.c $(LIB) $(ZSTD_LIBS) -lpthread -lm
 
