@@ -351,7 +351,8 @@ fuzz: $(BUILD)/fuzz/fuzz_corr $(BUILD)/unit/test_corr
 	printf '\007\003\000\020\000\000\000\024\000' >$(BUILD)/fuzz/corpus/hostile-frame-seed
 	tools/fuzz.sh $(BUILD) $(FUZZ_TIME)
 
-$(BUILD)/bench/bench_native_clock: selftests/unit/fake_clock.h
+$(BUILD)/bench/bench_native_clock: selftests/unit/fake_clock.h tools/bench/bench_stats.h
+$(BUILD)/bench/bench_read_clock: tools/bench/bench_stats.h
 
 $(BUILD)/bench/%: tools/bench/%.c $(LIB)
 	@mkdir -p $(dir $@)

@@ -31,6 +31,7 @@
 
 #include "libhgclock.h"
 #include "../../selftests/unit/fake_clock.h"
+#include "bench_stats.h"
 
 #define ROUNDS 21
 
@@ -49,19 +50,6 @@ static const char *const loop_names[NR_LOOPS] = {
 	"clock_gettime_mono", "rdtsc_ordered", "clock_read_rdtscp", "clock_read_rseq",
 	"clock_read_rdpid", "lib_perf_ns", "lib_clock_read",
 };
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-	qsort(v, (size_t)n, sizeof(*v), cmp_double);
-	return v[n / 2];
-}
 
 /* /proc/cpuinfo's first "model name", into @buf. */
 static void cpu_model(char *buf, size_t len)

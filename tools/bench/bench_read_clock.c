@@ -31,6 +31,8 @@
 #include "libhgclock.h"
 #include <hgclock/hgclock.h>
 
+#include "bench_stats.h"
+
 #define ROUNDS 15
 
 static uint64_t now_ns(void)
@@ -39,19 +41,6 @@ static uint64_t now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-	qsort(v, (size_t)n, sizeof(*v), cmp_double);
-	return v[n / 2];
 }
 
 static int fail(const char *what)
