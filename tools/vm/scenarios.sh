@@ -43,10 +43,9 @@ scenario_series_of() {
 }
 
 scenario_args() {
-	local scenario=$1 kver=$2 build=$3 logs=$4 series gap f
+	local scenario=$1 kver=$2 build=$3 logs=$4 gap f
 	local -a files=()
 
-	series=$(scenario_series_of "$kver")
 	SCENARIO_ARGS=(--kernel "$kver")
 	case $scenario in
 	track)
@@ -81,7 +80,7 @@ scenario_args() {
 		# The APIC ID gap on 6.12 only by default: on 6.1 the nested
 		# guest with the gapped topology reset itself mid-recording in
 		# 3 runs of 3 (2026-12-03), cause not established (testing.rst).
-		gap=${HGCLOCK_MERGE_APIC_GAP:-$([ "$series" = 6.1 ] && echo 0 || echo 1)}
+		gap=$(scenario_merge_gap "$kver")
 		SCENARIO_ARGS+=(--timeout 600 "${files[@]}"
 			--env HGCLOCK_NESTED_LOGS="$logs"
 			--env HGCLOCK_APP_EVENTS="$f"
