@@ -80,7 +80,10 @@ def main():
         return 1
     host, guest = [], []
     for e in trace.get("traceEvents", []):
-        if e.get("ph") != "i":
+        # The traces' events only: an application's events and perf's
+        # samples (cat "app", "perf") sit on tracks of their own, not a
+        # vCPU's (their tid is not a guest CPU).
+        if e.get("ph") != "i" or e.get("cat") in ("app", "perf"):
             continue
         if e.get("pid") == 1:
             host.append(e)
@@ -93,19 +96,23 @@ def main():
     tc = tracecmd_times(os.path.join(d, "host-guest.dat"))
 
     # The first move: a vCPU's guest event on another host CPU than its
-    # previous one, both with the host CPU known.
+    # previous one, both with the host CPU known, inside the host's KVM
+    # trace (the guest's trace may begin before it: nothing to show there).
+    kvm_ts = [ns(e["ts"]) for e in host if e["name"] in ("kvm_entry", "kvm_exit")]
+    host_lo, host_hi = (min(kvm_ts), max(kvm_ts)) if kvm_ts else (0, -1)
     last = {}
     move = None
     for i, e in enumerate(guest):
         v, h = e["tid"], e["args"].get("host_cpu", -1)
-        if h is None or h < 0:
+        if h is None or h < 0 or not host_lo <= ns(e["ts"]) <= host_hi:
             continue
         if v in last and last[v][1] != h:
             move = (last[v][0], i, v)
             break
         last[v] = (i, h)
     if move is None:
-        print("demo-show: no guest event shows its vCPU moved between host CPUs", file=sys.stderr)
+        print("demo-show: no guest event inside the host's KVM trace shows its vCPU moved "
+              "between host CPUs", file=sys.stderr)
         return 1
     before, after, vcpu = move
     t0 = ns(guest[before]["ts"])
