@@ -353,6 +353,7 @@ fuzz: $(BUILD)/fuzz/fuzz_corr $(BUILD)/unit/test_corr
 
 $(BUILD)/bench/bench_native_clock: selftests/unit/fake_clock.h tools/bench/bench_stats.h
 $(BUILD)/bench/bench_read_clock: tools/bench/bench_stats.h
+$(BUILD)/bench/bench_compress: selftests/unit/gen.h
 
 $(BUILD)/bench/%: tools/bench/%.c $(LIB)
 	@mkdir -p $(dir $@)

@@ -5,7 +5,8 @@
  * header, an hgclock_info as a host or guest module reports it, and the
  * temporary files a correlation file is written to and read back from.
  * Header only (static inline): each test is one translation unit, with its
- * own PRNG state.
+ * own PRNG state.  tools/bench/bench_compress.c reads its input with
+ * gen_slurp() too.
  */
 #ifndef HGCLOCK_UNIT_GEN_H
 #define HGCLOCK_UNIT_GEN_H

@@ -27,6 +27,7 @@
 #include <linux/hgclock.h>
 
 #include "corr.h"
+#include "../../selftests/unit/gen.h"
 
 static uint64_t now_ns(void)
 {
@@ -34,26 +35,6 @@ static uint64_t now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static void *slurp(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	void *buf = NULL;
-	long n;
-
-	if (!f)
-		return NULL;
-	if (!fseek(f, 0, SEEK_END) && (n = ftell(f)) > 0 && !fseek(f, 0, SEEK_SET)) {
-		buf = malloc((size_t)n);
-		if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-			free(buf);
-			buf = NULL;
-		}
-		*len = (size_t)n;
-	}
-	fclose(f);
-	return buf;
 }
 
 /* What a pass over a file found: records and the host's sched_clock span. */
@@ -184,7 +165,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "bench_compress: built without libzstd\n");
 		return 1;
 	}
-	in = slurp(argv[1], &in_len);
+	in = gen_slurp(argv[1], &in_len);
 	if (!in || (ret = read_file(in, in_len, &tin))) {
 		fprintf(stderr, "bench_compress: %s: %s\n", argv[1],
 			in ? hgcor_strerror(ret) : strerror(errno));
@@ -197,8 +178,8 @@ int main(int argc, char **argv)
 	if (!ret)
 		ret = rewrite(in, in_len, z_path, HGCOR_COMPRESS_ZSTD, &z_write_ns, &wz);
 	if (!ret) {
-		plain = slurp(plain_path, &plain_len);
-		z = slurp(z_path, &z_len);
+		plain = gen_slurp(plain_path, &plain_len);
+		z = gen_slurp(z_path, &z_len);
 	}
 	unlink(plain_path);
 	if (!getenv("HGCLOCK_BENCH_COMPRESS_KEEP") ||
