@@ -29,30 +29,29 @@ mkdir -p $truth && echo x86-tsc >$truth/trace_clock && echo 8192 >$truth/buffer_
 	echo 1 >$truth/tracing_on || echo "# cannot trace KVM's offset writes"
 dbg=$(guest_debugfs)
 for v in "$dbg"/vcpu*; do echo "${v##*/vcpu} $(cat "$v/tsc-offset")"; done >"$out/offsets-start"
-"$tool" record -o "$out/moving.hgc" --duration 600 --probe-interval 50 --guest vsock:3 \
-	2>/tmp/moving.err &
-recorder=$!
-sleep 2
-guest_send MARKS
-guest_wait MARKS-DONE 300 >/dev/null
-sleep 1
-kill -INT $recorder
-if wait $recorder; then tap ok nested_moving.record; else tap not-ok nested_moving.record; fi
-sed 's/^/# /' /tmp/moving.err | tail -n 5
+# moving_record NAME TEST MARKS LINES ARGS...: records $out/NAME.hgc (record's
+# ARGS) while the guest places the series MARKS, stops it with SIGINT, taps
+# nested_moving.TEST on its exit status, and shows the last LINES of its
+# stderr (/tmp/NAME.err).
+moving_record() {
+	local name=$1 test=$2 marks=$3 lines=$4 recorder
+	shift 4
+	"$tool" record -o "$out/$name.hgc" --duration 600 "$@" 2>/tmp/$name.err &
+	recorder=$!
+	sleep 2
+	guest_send $marks
+	guest_wait $marks-DONE 300 >/dev/null
+	sleep 1
+	kill -INT $recorder
+	if wait $recorder; then tap ok nested_moving.$test; else tap not-ok nested_moving.$test; fi
+	sed 's/^/# /' /tmp/$name.err | tail -n $lines
+}
+moving_record moving record MARKS 5 --probe-interval 50 --guest vsock:3
 # The same VM recorded from the host alone (--guest vm=PID: no agent, as
 # for a guest without the module) while the guest places a second series
 # of markers (seq 500 and up): its x86-tsc values must be KVM-exact from
 # the host's records only, its local ones refused.
-"$tool" record -o "$out/moving-noagent.hgc" --duration 600 --guest "vm=$HGCLOCK_GUEST_PID" \
-	2>/tmp/moving-noagent.err &
-recorder=$!
-sleep 2
-guest_send MARKS2
-guest_wait MARKS2-DONE 300 >/dev/null
-sleep 1
-kill -INT $recorder
-if wait $recorder; then tap ok nested_moving.noagent_record; else tap not-ok nested_moving.noagent_record; fi
-sed 's/^/# /' /tmp/moving-noagent.err | tail -n 3
+moving_record moving-noagent noagent_record MARKS2 3 --guest "vm=$HGCLOCK_GUEST_PID"
 echo 0 >$truth/tracing_on
 cat $truth/trace >"$out/truth.txt"
 echo 0 >$truth/events/kvm/kvm_write_tsc_offset/enable
