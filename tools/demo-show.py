@@ -23,8 +23,9 @@ on bad arguments.
 import decimal
 import json
 import os
-import subprocess
 import sys
+
+from tracecmd_shift import shifted_times
 
 
 def ns(us):
@@ -39,32 +40,8 @@ def hms(t):
 def tracecmd_times(dat):
     """(guest CPU, raw guest ts) -> trace-cmd's host-time placement (ns),
     from two trace-cmd report runs of the guest file: raw, and shifted
-    by its TimeShift option."""
-    def report(raw):
-        r = subprocess.run(["trace-cmd", "report", "-t"] + (["--raw-ts"] if raw else []) +
-                           ["-i", dat], capture_output=True, text=True)
-        per_cpu = {}
-        for line in r.stdout.splitlines():
-            try:
-                cpu = int(line.split("[", 1)[1].split("]", 1)[0])
-                t = line.split("]", 1)[1].split(":", 1)[0].strip()
-                if "." in t:
-                    sec, frac = t.split(".")
-                    v = int(sec) * 10**9 + int(frac.ljust(9, "0")[:9])
-                else:
-                    v = int(t)
-            except (IndexError, ValueError):
-                continue
-            per_cpu.setdefault(cpu, []).append(v)
-        return per_cpu
-    raw, shifted = report(True), report(False)
-    out = {}
-    for cpu, raws in raw.items():
-        sh = shifted.get(cpu, [])
-        if len(sh) == len(raws):
-            for g, t in zip(raws, sh):
-                out[(cpu, g)] = t
-    return out
+    by its TimeShift option (tools/tracecmd_shift.py)."""
+    return {(cpu, g): t for cpu, g, t in shifted_times(dat)}
 
 
 def main():

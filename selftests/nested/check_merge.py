@@ -25,6 +25,9 @@ import shutil
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
+from tracecmd_shift import shifted_times  # noqa: E402
+
 n = 0
 failed = 0
 
@@ -498,35 +501,13 @@ def tracecmd_placement(d, guest_events):
     its ptp probing) against hgclock's: (median, max) |difference| in ns
     over the events both place, or None.  hgclock's mapping is exact to
     its stated bound (a few ns), so this is trace-cmd's error."""
-    def report(raw):
-        r = subprocess.run(["trace-cmd", "report", "-t"] + (["--raw-ts"] if raw else []) +
-                           ["-i", guest_path(d)], capture_output=True, text=True)
-        per_cpu = {}
-        for line in r.stdout.splitlines():
-            try:
-                cpu = int(line.split("[", 1)[1].split("]", 1)[0])
-                t = line.split("]", 1)[1].split(":", 1)[0].strip()
-            except (IndexError, ValueError):
-                continue
-            if "." in t:
-                sec, frac = t.split(".")
-                v = int(sec) * 10**9 + int(frac.ljust(9, "0")[:9])
-            else:
-                v = int(t)
-            per_cpu.setdefault(cpu, []).append(v)
-        return per_cpu
-    raw, shifted = report(True), report(False)
     ours = {(e["tid"], int(e["args"]["guest_ts"])): ns(e["ts"]) for e in guest_events
             if e["args"].get("mapping") not in (None, "none")}
     diffs = []
-    for cpu, raws in raw.items():
-        sh = shifted.get(cpu, [])
-        if len(sh) != len(raws):
-            continue
-        for g, t in zip(raws, sh):
-            h = ours.get((cpu, g))
-            if h is not None:
-                diffs.append(abs(t - h))
+    for cpu, g, t in shifted_times(guest_path(d)):
+        h = ours.get((cpu, g))
+        if h is not None:
+            diffs.append(abs(t - h))
     if not diffs:
         return None
     diffs.sort()
