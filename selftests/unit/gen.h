@@ -3,7 +3,8 @@
  * What the unit tests that make synthetic recordings share: a fixed-seed
  * PRNG, a growing byte buffer of ring records, a record's zeroed body and
  * header, an hgclock_info as a host or guest module reports it, and the
- * temporary files a correlation file is written to and read back from.
+ * temporary files a correlation file is written to and read back from,
+ * and LeakSanitizer asked from inside a test.
  * Header only (static inline): each test is one translation unit, with its
  * own PRNG state.  tools/bench/bench_compress.c reads its input with
  * gen_slurp() too.
@@ -19,6 +20,9 @@
 #include <unistd.h>
 
 #include <linux/hgclock.h>
+#ifdef __SANITIZE_ADDRESS__
+#include <sanitizer/lsan_interface.h>
+#endif
 
 /* ---- a fixed-seed PRNG (xorshift64*): the same runs on every machine ---- */
 
@@ -152,6 +156,20 @@ static inline void *gen_slurp(const char *path, size_t *len)
 	}
 	fclose(f);
 	return buf;
+}
+
+/*
+ * Under ASan (make asan): 0 when nothing leaked so far.  The harness runs
+ * each test in a child that ends with _exit(), where LeakSanitizer never
+ * looks: it is asked here.  Elsewhere a no-op.
+ */
+static inline int gen_leaked(void)
+{
+#ifdef __SANITIZE_ADDRESS__
+	return __lsan_do_recoverable_leak_check();
+#else
+	return 0;
+#endif
 }
 
 #endif /* HGCLOCK_UNIT_GEN_H */

@@ -25,9 +25,6 @@
 #include <linux/hgclock.h>
 
 #include "kselftest_harness.h"
-#ifdef __SANITIZE_ADDRESS__
-#include <sanitizer/lsan_interface.h>
-#endif
 #include "libhgclock.h"
 #include "corr.h"
 #include "merge.h"
@@ -69,12 +66,7 @@ static void put_cyc2ns(struct buf *b, uint32_t cpu, uint64_t tsc,
 {
 	struct hgclock_rec_cyc2ns r;
 
-	memset(&r, 0, sizeof(r));
-	r.hdr.type = HGCLOCK_REC_CYC2NS;
-	r.hdr.size = sizeof(r);
-	r.hdr.cpu = cpu;
-	r.hdr.tsc = tsc;
-	r.hdr.sched_clock_ns = hgclock_conv_apply(c, tsc);
+	gen_rec(&r, sizeof(r), HGCLOCK_REC_CYC2NS, cpu, tsc, hgclock_conv_apply(c, tsc));
 	r.local_clock_ns = r.hdr.sched_clock_ns + c->local_offset_ns;
 	r.tsc_after = tsc + 60;
 	r.conv = *c;
@@ -91,12 +83,7 @@ static void put_vcpu(struct buf *b, uint32_t g)
 	struct hgclock_rec_vcpu_seen s;
 	struct hgclock_rec_vcpu r;
 
-	memset(&s, 0, sizeof(s));
-	s.hdr.type = HGCLOCK_REC_VCPU_SEEN;
-	s.hdr.size = sizeof(s);
-	s.hdr.cpu = g % 2;
-	s.hdr.tsc = tsc;
-	s.hdr.sched_clock_ns = hgclock_conv_apply(&hconv, tsc);
+	gen_rec(&s, sizeof(s), HGCLOCK_REC_VCPU_SEEN, g % 2, tsc, hgclock_conv_apply(&hconv, tsc));
 	s.tid = TID_BASE + (int32_t)g;
 	s.vm_pid = VM_PID_BASE + (int32_t)g;
 	s.vcpu_id = 0;
@@ -108,12 +95,8 @@ static void put_vcpu(struct buf *b, uint32_t g)
 	s.host_cpu = g % 2;
 	put(b, &s, sizeof(s));
 
-	memset(&r, 0, sizeof(r));
-	r.hdr.type = HGCLOCK_REC_VCPU_RUN;
-	r.hdr.size = sizeof(r);
-	r.hdr.cpu = g % 2;
-	r.hdr.tsc = tsc + 5;
-	r.hdr.sched_clock_ns = hgclock_conv_apply(&hconv, tsc + 5);
+	gen_rec(&r, sizeof(r), HGCLOCK_REC_VCPU_RUN, g % 2, tsc + 5,
+		hgclock_conv_apply(&hconv, tsc + 5));
 	r.tid = TID_BASE + (int32_t)g;
 	r.vm_pid = VM_PID_BASE + (int32_t)g;
 	r.vcpu_id = 0;
@@ -135,22 +118,10 @@ static int gen_file(struct gen *gn, struct buf *file)
 	struct hgclock_info hinfo, ginfo;
 	struct buf host = { 0 };
 	struct hgcor_writer w;
-	FILE *f;
-	int fd, ret;
+	int ret;
 
-	memset(&hinfo, 0, sizeof(hinfo));
-	hinfo.size = sizeof(hinfo);
-	hinfo.abi_major = HGCLOCK_ABI_MAJOR;
-	hinfo.nr_cpu_ids = 2;
-	hinfo.nr_online_cpus = 2;
-	hinfo.tsc_khz = KHZ;
-	hinfo.role = HGCLOCK_ROLE_HOST;
-	strcpy(hinfo.clocksource, "tsc");
-	ginfo = hinfo;
-	ginfo.nr_cpu_ids = 1;
-	ginfo.nr_online_cpus = 1;
-	ginfo.role = HGCLOCK_ROLE_GUEST;
-	strcpy(ginfo.hypervisor, "KVMKVMKVM");
+	gen_info(&hinfo, HGCLOCK_ROLE_HOST, 2, KHZ);
+	gen_info(&ginfo, HGCLOCK_ROLE_GUEST, 1, KHZ);
 
 	put_cyc2ns(&host, 0, T0 - 1000, &hconv);
 	put_cyc2ns(&host, 1, T0 - 900, &hconv);
@@ -158,12 +129,11 @@ static int gen_file(struct gen *gn, struct buf *file)
 		put_vcpu(&host, g);
 
 	gn->bad_end = 0;
-	fd = mkstemp(path);
-	if (fd < 0) {
+	ret = gen_tmpfile(path);
+	if (ret) {
 		free(host.p);
-		return -errno;
+		return ret;
 	}
-	close(fd);
 	ret = hgcor_create(&w, path);
 	ret = ret ?: hgcor_write_section(&w, HGCOR_SEC_HOST_INFO, 0, &hinfo, sizeof(hinfo));
 	ret = ret ?: hgcor_write_section(&w, HGCOR_SEC_HOST_RECORDS, 0, host.p, host.len);
@@ -210,19 +180,14 @@ static int gen_file(struct gen *gn, struct buf *file)
 	}
 	ret = ret ?: hgcor_close(&w);
 	free(host.p);
-	f = ret ? NULL : fopen(path, "rb");
 	memset(file, 0, sizeof(*file));
-	if (f) {
-		uint8_t chunk[16384];
-		size_t n;
-
-		while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0)
-			put(file, chunk, n);
-		if (ferror(f))
+	if (!ret) {
+		file->p = gen_slurp(path, &file->len);
+		file->cap = file->len;
+		if (!file->p) {
+			file->len = file->cap = 0;
 			ret = -EIO;
-		fclose(f);
-	} else if (!ret) {
-		ret = -EIO;
+		}
 	}
 	unlink(path);
 	return ret;
@@ -300,20 +265,6 @@ static unsigned int check_guests(const struct hgsync *s, uint32_t first, uint32_
 	return bad;
 }
 
-/*
- * Under ASan (make asan): nothing leaked so far.  The harness runs each
- * test in a child that ends with _exit(), where LeakSanitizer never
- * looks: it is asked here.  Elsewhere a no-op.
- */
-static int leaked(void)
-{
-#ifdef __SANITIZE_ADDRESS__
-	return __lsan_do_recoverable_leak_check();
-#else
-	return 0;
-#endif
-}
-
 /* Loads @file into @s (on the caller's stack) and builds the mapping. */
 static int load_build(struct hgsync *s, const struct buf *file, size_t *pos)
 {
@@ -356,7 +307,7 @@ TEST(one_guest)
 	EXPECT_EQ(0, s.cap_guests);
 	hgsync_free(&s);	/* a freed one: nothing left, no double free */
 	free(file.p);
-	EXPECT_EQ(0, leaked());
+	EXPECT_EQ(0, gen_leaked());
 }
 
 TEST(max_guests)
@@ -377,7 +328,7 @@ TEST(max_guests)
 		TH_LOG("%s", why);
 	hgsync_free(&s);
 	free(file.p);
-	EXPECT_EQ(0, leaked());
+	EXPECT_EQ(0, gen_leaked());
 }
 
 /* Only the largest id: every id below it exists, unknown. */
@@ -397,7 +348,7 @@ TEST(largest_id_alone)
 				  sizeof(why))) TH_LOG("%s", why);
 	hgsync_free(&s);
 	free(file.p);
-	EXPECT_EQ(0, leaked());
+	EXPECT_EQ(0, gen_leaked());
 }
 
 /*
@@ -423,7 +374,7 @@ static void check_refused(struct __test_metadata *_metadata, struct gen *gn)
 	EXPECT_EQ(NULL, s.vcpus);
 	hgsync_free(&s);
 	free(file.p);
-	EXPECT_EQ(0, leaked());
+	EXPECT_EQ(0, gen_leaked());
 }
 
 TEST(guest_1025_refused)
@@ -493,7 +444,7 @@ static void run_small(struct __test_metadata *_metadata, struct small_job *j)
 	pthread_attr_destroy(&attr);
 	EXPECT_EQ(j->expect, j->ret);
 	EXPECT_EQ(0, j->bad) TH_LOG("%s", j->why);
-	EXPECT_EQ(0, leaked());
+	EXPECT_EQ(0, gen_leaked());
 }
 
 TEST(small_stack_max_guests)

@@ -441,23 +441,6 @@ TEST_F(rec, duplicate_guest_named)
 	EXPECT_NE(NULL, strstr(self->err, "both are guest 0's trace")) TH_LOG("%s", self->err);
 }
 
-#ifdef __SANITIZE_ADDRESS__
-#include <sanitizer/lsan_interface.h>
-#endif
-
-/*
- * Under ASan (make asan): nothing leaked so far.  The harness's children
- * end with _exit(), where LeakSanitizer never looks: it is asked here.
- */
-static int leaked(void)
-{
-#ifdef __SANITIZE_ADDRESS__
-	return __lsan_do_recoverable_leak_check();
-#else
-	return 0;
-#endif
-}
-
 /*
  * The inputs are allocated as they are added (hgm.in grows past its first
  * four): nine keep their order, guests and handles, share one check of
@@ -497,7 +480,7 @@ TEST_F_TIMEOUT(rec, many_inputs_grow, 600)
 	EXPECT_EQ(NULL, m.in);
 	EXPECT_EQ(0, m.nr_in);
 	hgm_checked_free(checked);
-	EXPECT_EQ(0, leaked());
+	EXPECT_EQ(0, gen_leaked());
 }
 
 /* The streams point into the inputs: none is added once the merge started. */
