@@ -2,9 +2,9 @@
 /*
  * What the unit tests that make synthetic recordings share: a fixed-seed
  * PRNG, a growing byte buffer of ring records, a record's zeroed body and
- * header, an hgclock_info as a host or guest module reports it, and the
- * temporary files a correlation file is written to and read back from,
- * and LeakSanitizer asked from inside a test.
+ * header, a periodic CYC2NS snapshot, an hgclock_info as a host or guest
+ * module reports it, the temporary files a correlation file is written to
+ * and read back from, and LeakSanitizer asked from inside a test.
  * Header only (static inline): each test is one translation unit, with its
  * own PRNG state.  tools/bench/bench_compress.c reads its input with
  * gen_slurp() too.
@@ -23,6 +23,8 @@
 #ifdef __SANITIZE_ADDRESS__
 #include <sanitizer/lsan_interface.h>
 #endif
+
+#include "libhgclock.h"
 
 /* ---- a fixed-seed PRNG (xorshift64*): the same runs on every machine ---- */
 
@@ -82,6 +84,26 @@ static inline void gen_rec(void *rec, size_t size, uint16_t type, uint32_t cpu, 
 	h->cpu = cpu;
 	h->tsc = tsc;
 	h->sched_clock_ns = sched_clock_ns;
+}
+
+/*
+ * A periodic CYC2NS snapshot of conversion @c on @cpu at @tsc, appended
+ * to @b: sched_clock and local_clock by @c (local_offset_ns), read in 60
+ * TSC cycles.
+ */
+static inline void gen_cyc2ns(struct buf *b, uint32_t cpu, uint64_t tsc,
+			      const struct hgclock_conversion *c, uint32_t tsc_khz, uint64_t seq)
+{
+	struct hgclock_rec_cyc2ns r;
+
+	gen_rec(&r, sizeof(r), HGCLOCK_REC_CYC2NS, cpu, tsc, hgclock_conv_apply(c, tsc));
+	r.local_clock_ns = r.hdr.sched_clock_ns + c->local_offset_ns;
+	r.tsc_after = tsc + 60;
+	r.conv = *c;
+	r.tsc_khz = tsc_khz;
+	r.reason = HGCLOCK_SNAP_PERIODIC;
+	r.seq = seq;
+	put(b, &r, sizeof(r));
 }
 
 /*

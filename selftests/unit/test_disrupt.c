@@ -79,20 +79,6 @@ struct dscen {
 	struct hgcor_disruption disr[4];
 };
 
-static void put_cyc2ns(struct buf *b, uint32_t cpu, uint64_t tsc)
-{
-	struct hgclock_rec_cyc2ns r;
-
-	gen_rec(&r, sizeof(r), HGCLOCK_REC_CYC2NS, cpu, tsc, hgclock_conv_apply(&hconv, tsc));
-	r.local_clock_ns = r.hdr.sched_clock_ns;
-	r.tsc_after = tsc + 60;
-	r.conv = hconv;
-	r.tsc_khz = KHZ;
-	r.reason = HGCLOCK_SNAP_PERIODIC;
-	r.seq = 1;
-	put(b, &r, sizeof(r));
-}
-
 /* vCPU n runs on host CPU n, as thread pid * 10 + n. */
 static void put_seen(struct buf *b, const struct inc *in, int vcpu, uint64_t tsc)
 {
@@ -249,8 +235,8 @@ static int write_dscen(const char *path, const struct dscen *sc)
 
 	gen_info(&hinfo, HGCLOCK_ROLE_HOST, 2, KHZ);
 	gen_info(&ginfo, HGCLOCK_ROLE_GUEST, 2, KHZ);
-	put_cyc2ns(&host, 0, T0 - 1000);
-	put_cyc2ns(&host, 1, T0 - 900);
+	gen_cyc2ns(&host, 0, T0 - 1000, &hconv, KHZ, 1);
+	gen_cyc2ns(&host, 1, T0 - 900, &hconv, KHZ, 1);
 	for (unsigned int k = 0; k < (sc->nr_rec_inc ? sc->nr_rec_inc : sc->nr_inc); k++)
 		put_inc(&host, &sc->inc[k]);
 	put_exits(&host, sc);
@@ -925,8 +911,8 @@ TEST(long_chain_of_reconnections)
 	ASSERT_NE(NULL, s);
 	scen_restore(&sc, 0);
 	gen_info(&hinfo, HGCLOCK_ROLE_HOST, 2, KHZ);
-	put_cyc2ns(&host, 0, T0 - 1000);
-	put_cyc2ns(&host, 1, T0 - 900);
+	gen_cyc2ns(&host, 0, T0 - 1000, &hconv, KHZ, 1);
+	gen_cyc2ns(&host, 1, T0 - 900, &hconv, KHZ, 1);
 	put_inc(&host, &sc.inc[0]);
 	ASSERT_EQ(0, gen_tmpfile(path));
 	ret = hgcor_create(&w, path);

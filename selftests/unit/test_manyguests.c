@@ -61,21 +61,6 @@ static int has_agent(uint32_t g)
 	return g % 3 != 2;
 }
 
-static void put_cyc2ns(struct buf *b, uint32_t cpu, uint64_t tsc,
-		       const struct hgclock_conversion *c)
-{
-	struct hgclock_rec_cyc2ns r;
-
-	gen_rec(&r, sizeof(r), HGCLOCK_REC_CYC2NS, cpu, tsc, hgclock_conv_apply(c, tsc));
-	r.local_clock_ns = r.hdr.sched_clock_ns + c->local_offset_ns;
-	r.tsc_after = tsc + 60;
-	r.conv = *c;
-	r.tsc_khz = KHZ;
-	r.reason = HGCLOCK_SNAP_PERIODIC;
-	r.seq = 1;
-	put(b, &r, sizeof(r));
-}
-
 /* Guest @g's vCPU 0 found (its TSC offset) and running on host CPU g % 2. */
 static void put_vcpu(struct buf *b, uint32_t g)
 {
@@ -123,8 +108,8 @@ static int gen_file(struct gen *gn, struct buf *file)
 	gen_info(&hinfo, HGCLOCK_ROLE_HOST, 2, KHZ);
 	gen_info(&ginfo, HGCLOCK_ROLE_GUEST, 1, KHZ);
 
-	put_cyc2ns(&host, 0, T0 - 1000, &hconv);
-	put_cyc2ns(&host, 1, T0 - 900, &hconv);
+	gen_cyc2ns(&host, 0, T0 - 1000, &hconv, KHZ, 1);
+	gen_cyc2ns(&host, 1, T0 - 900, &hconv, KHZ, 1);
 	for (uint32_t g = gn->first; g <= gn->last; g++)
 		put_vcpu(&host, g);
 
@@ -148,7 +133,7 @@ static int gen_file(struct gen *gn, struct buf *file)
 		vm.how = HGCOR_VM_BY_OPTION;
 		snprintf(vm.spec, sizeof(vm.spec), "vm=%d", vm.vm_pid);
 		if (has_agent(g) && !(gn->vm_only_last && g == gn->last)) {
-			put_cyc2ns(&grec, 0, T0 + guest_offset(g), &gconv);
+			gen_cyc2ns(&grec, 0, T0 + guest_offset(g), &gconv, KHZ, 1);
 			ret = hgcor_write_section2(&w, HGCOR_SEC_GUEST_INFO, 0, prefix,
 						   sizeof(prefix), &ginfo, sizeof(ginfo));
 			if (!ret && g >= HGSYNC_MAX_GUESTS && !gn->bad_end)

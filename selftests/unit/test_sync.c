@@ -570,21 +570,6 @@ struct scen {
 	int no_agent;		/* GUEST_VM only: no GUEST_INFO, records or probes */
 };
 
-static void put_cyc2ns(struct buf *b, uint32_t cpu, uint64_t tsc,
-		       const struct hgclock_conversion *c, uint64_t seq)
-{
-	struct hgclock_rec_cyc2ns r;
-
-	gen_rec(&r, sizeof(r), HGCLOCK_REC_CYC2NS, cpu, tsc, hgclock_conv_apply(c, tsc));
-	r.local_clock_ns = r.hdr.sched_clock_ns + c->local_offset_ns;
-	r.tsc_after = tsc + 60;
-	r.conv = *c;
-	r.tsc_khz = KHZ;
-	r.reason = HGCLOCK_SNAP_PERIODIC;
-	r.seq = seq;
-	put(b, &r, sizeof(r));
-}
-
 static void put_seen(struct buf *b, int vcpu, uint64_t tsc)
 {
 	struct hgclock_rec_vcpu_seen r;
@@ -777,8 +762,8 @@ static const struct mv_epoch *mv_at(int c, uint64_t h)
 static void write_moving_records(struct buf *host, struct buf *guest, const struct scen *sc)
 {
 	mv_init();
-	put_cyc2ns(host, 0, T0 - 1000, &hconv, 1);
-	put_cyc2ns(host, 1, T0 - 900, &hconv, 1);
+	gen_cyc2ns(host, 0, T0 - 1000, &hconv, KHZ, 1);
+	gen_cyc2ns(host, 1, T0 - 900, &hconv, KHZ, 1);
 	for (int c = 0; c < 2; c++) {
 		struct hgclock_rec_vcpu_seen r;
 		struct hgclock_conversion cv = mv[c][0].conv;
@@ -795,7 +780,7 @@ static void write_moving_records(struct buf *host, struct buf *guest, const stru
 		put(host, &r, sizeof(r));
 		put_run(host, c, T0 + 10 + c);
 		cv.offset_ns += (uint64_t)sc->moving_snap_skew;
-		put_cyc2ns(guest, c, T0 + 1000 + mv[c][0].offset, &cv, 1);
+		gen_cyc2ns(guest, c, T0 + 1000 + mv[c][0].offset, &cv, KHZ, 1);
 	}
 	for (unsigned int k = 1; k <= MV_NR; k++) {
 		for (int c = 0; c < 2; c++) {
@@ -827,7 +812,7 @@ static void write_moving_records(struct buf *host, struct buf *guest, const stru
 			}
 			/* The guest's snapshot a little later shows the new parameters. */
 			cv.offset_ns += (uint64_t)sc->moving_snap_skew;
-			put_cyc2ns(guest, c, e->host_tsc + 3000 + e->offset, &cv, k + 1);
+			gen_cyc2ns(guest, c, e->host_tsc + 3000 + e->offset, &cv, KHZ, k + 1);
 		}
 	}
 }
@@ -852,23 +837,23 @@ static int write_scen(const char *path, const struct scen *sc)
 		goto sections;
 	}
 	/* Host: conversions, the vCPUs found, where they run, the change. */
-	put_cyc2ns(&host, 0, T0 - 1000, &hconv, 1);
-	put_cyc2ns(&host, 1, T0 - 900, &hconv, 1);
+	gen_cyc2ns(&host, 0, T0 - 1000, &hconv, KHZ, 1);
+	gen_cyc2ns(&host, 1, T0 - 900, &hconv, KHZ, 1);
 	put_seen(&host, 0, T0);
 	put_seen(&host, 1, T0 + 50);
 	put_run(&host, 0, T0 + 100);
 	put_run(&host, 1, T0 + 200);
-	put_cyc2ns(&host, 0, T0 + 12000000000ull, &hconv, 2);
-	put_cyc2ns(&host, 1, T0 + 12000000100ull, &hconv, 2);
+	gen_cyc2ns(&host, 0, T0 + 12000000000ull, &hconv, KHZ, 2);
+	gen_cyc2ns(&host, 1, T0 + 12000000100ull, &hconv, KHZ, 2);
 	put_tsc_offset(&host);
 	put_run(&host, 0, TM);
 	if (sc->pairs)
 		put_pairs(&host, &guest, sc->host_key_xor);
 
 	/* Guest: kvm-clock on both CPUs, CPU 0's refreshed after the change. */
-	put_cyc2ns(&guest, 0, T0 + O1, &gconv_a, 1);
-	put_cyc2ns(&guest, 1, T0 + 10 + O1, &gconv_a, 1);
-	put_cyc2ns(&guest, 0, TC + B_REC_DELAY + O2, &gconv_b, 2);
+	gen_cyc2ns(&guest, 0, T0 + O1, &gconv_a, KHZ, 1);
+	gen_cyc2ns(&guest, 1, T0 + 10 + O1, &gconv_a, KHZ, 1);
+	gen_cyc2ns(&guest, 0, TC + B_REC_DELAY + O2, &gconv_b, KHZ, 2);
 
 sections:
 	memset(&vm, 0, sizeof(vm));
@@ -1606,7 +1591,7 @@ static int sg_load(struct hgsync *s)
 
 	gen_info(&hinfo, HGCLOCK_ROLE_HOST, 1, KHZ);
 	gen_info(&ginfo, HGCLOCK_ROLE_GUEST, 1, KHZ);
-	put_cyc2ns(&host, 0, T0 - 1000, &hconv, 1);
+	gen_cyc2ns(&host, 0, T0 - 1000, &hconv, KHZ, 1);
 	sg_write_samples(&host, &guest, probes);
 	memset(&vm, 0, sizeof(vm));
 	vm.vm_pid = -1;
@@ -1989,7 +1974,7 @@ TEST(load_refuses_hostile_conversions)
 	struct buf host = { 0 };
 
 	ASSERT_NE(NULL, s);
-	put_cyc2ns(&host, 0, T0, &hconv, 1);
+	gen_cyc2ns(&host, 0, T0, &hconv, KHZ, 1);
 	put_seen(&host, 0, T0);
 	ASSERT_EQ(0, load_hostile(s, host.p, host.len, NULL, 0));
 	hgsync_free(s);
@@ -1998,7 +1983,7 @@ TEST(load_refuses_hostile_conversions)
 
 		/* The record's clocks from the good conversion (no UB here), then the bad one. */
 		host.len = 0;
-		put_cyc2ns(&host, 0, T0, &hconv, 1);
+		gen_cyc2ns(&host, 0, T0, &hconv, KHZ, 1);
 		memcpy(&r, host.p, sizeof(r));
 		r.conv.shift = bad[i].shift;
 		r.conv.pre_shift = bad[i].pre_shift;
@@ -2021,7 +2006,7 @@ TEST(load_refuses_cpu_65536)
 	struct buf host = { 0 };
 
 	ASSERT_NE(NULL, s);
-	put_cyc2ns(&host, 65536, T0, &hconv, 1);
+	gen_cyc2ns(&host, 65536, T0, &hconv, KHZ, 1);
 	EXPECT_EQ(HGCOR_E_RANGE, load_hostile(s, host.p, host.len, NULL, 0));
 	hgsync_free(s);
 	free(host.p);
@@ -2039,7 +2024,7 @@ TEST(load_refuses_probe_reply_before_send)
 	struct buf host = { 0 };
 
 	ASSERT_NE(NULL, s);
-	put_cyc2ns(&host, 0, T0, &hconv, 1);
+	gen_cyc2ns(&host, 0, T0, &hconv, KHZ, 1);
 	memset(pr, 0, sizeof(pr));
 	for (int i = 0; i < 8; i++) {
 		pr[i].host_tsc_send = T0 + i * 1000000ull;
@@ -2136,7 +2121,7 @@ TEST_F_TIMEOUT(many, probes_on_many_vcpus_build_in_linear_time, 10)
 	struct timespec t0, t1;
 
 	ASSERT_NE(NULL, pr);
-	put_cyc2ns(&host, 0, T0, &hconv, 1);
+	gen_cyc2ns(&host, 0, T0, &hconv, KHZ, 1);
 	for (size_t i = 0; i < nr; i++) {
 		pr[i].host_tsc_send = T0 + i * 100000ull;
 		pr[i].host_tsc_recv = pr[i].host_tsc_send + 5000;
