@@ -161,7 +161,9 @@ static long hgclock_ioctl_ring_config(struct file *file, void __user *uarg)
 		hgclock_snapshot_set_period(cfg.snapshot_period_ns);
 	/*
 	 * A fresh ring starts with every CPU's conversion in it; a CPU that
-	 * does not answer in time writes its snapshot when it does.
+	 * does not answer in time writes its snapshot when it does.  The
+	 * ring layer charged these CPUs to the unprivileged budget of
+	 * interrupted CPUs before it replaced anything (EAGAIN past it).
 	 */
 	if (replaced) {
 		u32 nr_written, late_cpu;

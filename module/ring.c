@@ -55,8 +55,9 @@
  * left then: each holds a reference on the file) and is freed after a
  * grace period, by a work item (queue_rcu_work(): vfree() may sleep, an
  * RCU callback may not); replacing a session's rings (RING_CONFIG) is refused
- * while they are mapped and waits for a grace period before freeing the
- * old ones.  hg_ring_mutex serialises the list, ring creation and
+ * while they are mapped, swaps the pointer under hg_ring_mutex and waits
+ * for a grace period before freeing the old ones with only the session's
+ * config_mutex held.  hg_ring_mutex serialises the list, ring creation and
  * replacement, data areas, mapping counts; it is never taken by
  * producers.  The CPU hotplug lock, where both are taken, is outside it.
  */
@@ -112,6 +113,22 @@ static u64 hg_ring_max_bytes;		/* from ring_max_mb, set at load */
 static u64 hg_ring_total_bytes;		/* all sessions; under hg_ring_mutex */
 
 /*
+ * Ring memory of openers without CAP_SYS_ADMIN (the sessions counted per
+ * user), so that no user of the device can take the recorder's memory:
+ * each real uid at most ring_user_max_mb, and all of them together at
+ * most ring_max_mb less one session's rings at ring_size_kb on every
+ * online CPU at load (hg_ring_priv_reserve_bytes), which only
+ * CAP_SYS_ADMIN openers may use.
+ */
+static unsigned int ring_user_max_mb;
+module_param(ring_user_max_mb, uint, 0444);
+MODULE_PARM_DESC(ring_user_max_mb,
+		 "ring memory per user without CAP_SYS_ADMIN, in MiB, at most ring_max_mb (0: a quarter of ring_max_mb)");
+static u64 hg_ring_user_max_bytes;	/* from ring_user_max_mb, set at load */
+static u64 hg_ring_priv_reserve_bytes;	/* set at load */
+static u64 hg_ring_unpriv_bytes;	/* all counted users; under hg_ring_mutex */
+
+/*
  * Every producer walks the whole session list with interrupts off, so its
  * length is bounded: max_sessions open files in all, max_sessions_per_user
  * per real uid of the opener unless the opener had CAP_SYS_ADMIN.
@@ -161,8 +178,26 @@ struct hg_ring {
 	bool consuming;			/* data areas wanted: release/acquire */
 	/* Under hg_ring_mutex: */
 	u64 bytes;			/* what this ring takes, in hg_ring_total_bytes */
+	/*
+	 * The session's hg_user (NULL: not counted per user), whose
+	 * ring_bytes include @bytes.  Only used under hg_ring_mutex while
+	 * the ring is its session's (the session holds the hg_user): the
+	 * charge is dropped (hg_ring_uncharge()) before the ring leaves it.
+	 */
+	struct hg_user *user;
 	unsigned int nr_ring_maps;
 	unsigned int nr_consumer_maps;
+};
+
+/*
+ * One real uid's sessions whose opener lacked CAP_SYS_ADMIN: shared by
+ * them, made by the first one's open, freed by the last one's release.
+ * Under hg_ring_mutex.
+ */
+struct hg_user {
+	kuid_t uid;
+	unsigned int nr_sessions;
+	u64 ring_bytes;			/* their rings, in hg_ring_unpriv_bytes */
 };
 
 struct hg_session {
@@ -173,8 +208,19 @@ struct hg_session {
 	u64 ring_size;			/* of the next rings; under hg_ring_mutex */
 	u64 watermark;			/* bytes; READ_ONCE from producers */
 	wait_queue_head_t wq;
-	kuid_t uid;			/* the opener's real uid */
-	bool counted_per_user;		/* opener without CAP_SYS_ADMIN */
+	/*
+	 * The opener's real uid's sessions and ring memory; NULL when the
+	 * opener had CAP_SYS_ADMIN (counted only in the totals).  Set at
+	 * open, put at release.
+	 */
+	struct hg_user *user;
+	/*
+	 * Serialises this session's RING_CONFIG across the grace period
+	 * after a replacement (taken outside the CPU hotplug lock and
+	 * hg_ring_mutex, held alone while waiting), so that each session
+	 * has at most one old ring waiting to be freed.
+	 */
+	struct mutex config_mutex;
 	struct rcu_work free_work;	/* after release, a grace period */
 };
 
@@ -260,6 +306,47 @@ static size_t hg_consumer_size(void)
 }
 
 /*
+ * Whether @bytes more ring memory for a session of @user (NULL: a
+ * CAP_SYS_ADMIN opener's) stays under the caps: 0 or -ENOSPC.
+ * hg_ring_mutex held, up to the hg_ring_charge() that takes it.
+ */
+static int hg_ring_may_charge(const struct hg_user *user, u64 bytes)
+{
+	lockdep_assert_held(&hg_ring_mutex);
+	if (hg_ring_total_bytes + bytes > hg_ring_max_bytes)
+		return -ENOSPC;
+	if (user && (user->ring_bytes + bytes > hg_ring_user_max_bytes ||
+		     hg_ring_unpriv_bytes + bytes >
+		     hg_ring_max_bytes - hg_ring_priv_reserve_bytes))
+		return -ENOSPC;
+	return 0;
+}
+
+/* @bytes of @ring's memory into every count it belongs to. */
+static void hg_ring_charge(struct hg_ring *ring, u64 bytes)
+{
+	lockdep_assert_held(&hg_ring_mutex);
+	ring->bytes += bytes;
+	hg_ring_total_bytes += bytes;
+	if (ring->user) {
+		ring->user->ring_bytes += bytes;
+		hg_ring_unpriv_bytes += bytes;
+	}
+}
+
+/* All of @ring's memory out of the counts (it is freed, or soon). */
+static void hg_ring_uncharge(struct hg_ring *ring)
+{
+	lockdep_assert_held(&hg_ring_mutex);
+	hg_ring_total_bytes -= ring->bytes;
+	if (ring->user) {
+		ring->user->ring_bytes -= ring->bytes;
+		hg_ring_unpriv_bytes -= ring->bytes;
+	}
+	ring->bytes = 0;
+}
+
+/*
  * @cpu's data area in @ring, hg_ring_mutex held.  -ENOSPC past the cap,
  * -ENOMEM when the memory cannot be had; that CPU's records are then
  * counted as lost in this session.  Published with a release store:
@@ -268,17 +355,18 @@ static size_t hg_consumer_size(void)
 static int hg_ring_add_cpu(struct hg_ring *ring, unsigned int cpu)
 {
 	void *data;
+	int ret;
 
 	lockdep_assert_held(&hg_ring_mutex);
 	if (ring->data[cpu])
 		return 0;
-	if (hg_ring_total_bytes + ring->ring_size > hg_ring_max_bytes)
-		return -ENOSPC;
+	ret = hg_ring_may_charge(ring->user, ring->ring_size);
+	if (ret)
+		return ret;
 	data = __vmalloc(ring->ring_size, HG_RING_GFP);
 	if (!data)
 		return -ENOMEM;
-	ring->bytes += ring->ring_size;
-	hg_ring_total_bytes += ring->ring_size;
+	hg_ring_charge(ring, ring->ring_size);
 	/* The zeroed area before its pointer: pairs with the acquires. */
 	smp_store_release(&ring->data[cpu], data);
 	return 0;
@@ -319,12 +407,12 @@ static void hg_ring_free(struct hg_ring *ring)
 	kfree(ring);
 }
 
-/* hg_ring_mutex held: the ring's memory leaves the total, then the ring. */
+/* hg_ring_mutex held: the ring's memory leaves the counts, then the ring. */
 static void hg_ring_drop(struct hg_ring *ring)
 {
 	lockdep_assert_held(&hg_ring_mutex);
 	if (ring)
-		hg_ring_total_bytes -= ring->bytes;
+		hg_ring_uncharge(ring);
 	hg_ring_free(ring);
 }
 
@@ -345,23 +433,26 @@ static void hg_copy_last_conv(unsigned int cpu, struct hgclock_conversion *conv)
 }
 
 /*
- * New rings of @ring_size bytes per CPU, meta area only (data areas come
- * with hg_ring_start_consuming()), starting with every CPU's published
- * conversion.  hg_ring_mutex and the CPU hotplug lock held, so that the
- * online flags hold still.  ERR_PTR(-ENOSPC) past the cap,
- * ERR_PTR(-ENOMEM) without memory.
+ * New rings of @ring_size bytes per CPU for a session of @user, meta
+ * area only (data areas come with hg_ring_start_consuming()), starting
+ * with every CPU's published conversion.  hg_ring_mutex and the CPU
+ * hotplug lock held, so that the online flags hold still.
+ * ERR_PTR(-ENOSPC) past a cap, ERR_PTR(-ENOMEM) without memory.
  */
-static struct hg_ring *hg_ring_alloc(u64 ring_size)
+static struct hg_ring *hg_ring_alloc(u64 ring_size, struct hg_user *user)
 {
 	struct hg_ring *ring;
 	unsigned int cpu;
+	int ret;
 
 	lockdep_assert_held(&hg_ring_mutex);
-	if (hg_ring_total_bytes + hg_meta_size() + hg_consumer_size() > hg_ring_max_bytes)
-		return ERR_PTR(-ENOSPC);
+	ret = hg_ring_may_charge(user, hg_meta_size() + hg_consumer_size());
+	if (ret)
+		return ERR_PTR(ret);
 	ring = kzalloc(sizeof(*ring), GFP_KERNEL_ACCOUNT);
 	if (!ring)
 		return ERR_PTR(-ENOMEM);
+	ring->user = user;
 	ring->ring_size = ring_size;
 	ring->meta_size = hg_meta_size();
 	ring->area_size = ring->meta_size + nr_cpu_ids * ring_size;
@@ -376,8 +467,7 @@ static struct hg_ring *hg_ring_alloc(u64 ring_size)
 		hg_ring_free(ring);
 		return ERR_PTR(-ENOMEM);
 	}
-	ring->bytes = ring->meta_size + ring->consumer_size;
-	hg_ring_total_bytes += ring->bytes;
+	hg_ring_charge(ring, ring->meta_size + ring->consumer_size);
 
 	hg_meta_init(ring->meta, ring_size, ring->consumer_size);
 	for_each_online_cpu(cpu) {
@@ -639,38 +729,57 @@ void hgclock_ring_set_online(unsigned int cpu, bool online)
  */
 int hgclock_ring_open(struct file *file)
 {
+	struct hg_user *new_user = NULL;
 	struct hg_session *sess, *other;
-	unsigned int nr_user = 0;
+	kuid_t uid = file->f_cred->uid;
 	int ret = 0;
 
 	sess = kzalloc(sizeof(*sess), GFP_KERNEL_ACCOUNT);
 	if (!sess)
 		return -ENOMEM;
 	init_waitqueue_head(&sess->wq);
+	mutex_init(&sess->config_mutex);
 	sess->tracking = hgclock_file_privileged(file);
 	sess->ring_size = (u64)ring_size_kb << 10;
 	sess->watermark = sess->ring_size / 2;
-	sess->uid = file->f_cred->uid;
-	sess->counted_per_user = !file_ns_capable(file, &init_user_ns, CAP_SYS_ADMIN);
+	/* Before the mutex: used only if the uid has no session yet. */
+	if (!file_ns_capable(file, &init_user_ns, CAP_SYS_ADMIN)) {
+		new_user = kzalloc(sizeof(*new_user), GFP_KERNEL_ACCOUNT);
+		if (!new_user) {
+			kfree(sess);
+			return -ENOMEM;
+		}
+		new_user->uid = uid;
+	}
 	mutex_lock(&hg_ring_mutex);
 	if (hg_nr_sessions >= max_sessions) {
 		ret = -ENFILE;
 		goto out;
 	}
-	/* At most max_sessions entries to count, at open only. */
-	if (sess->counted_per_user) {
-		list_for_each_entry(other, &hg_sessions, node)
-			nr_user += other->counted_per_user && uid_eq(other->uid, sess->uid);
-		if (nr_user >= max_sessions_per_user) {
+	/* At most max_sessions entries to look at, at open only. */
+	if (new_user) {
+		list_for_each_entry(other, &hg_sessions, node) {
+			if (other->user && uid_eq(other->user->uid, uid)) {
+				sess->user = other->user;
+				break;
+			}
+		}
+		if (sess->user && sess->user->nr_sessions >= max_sessions_per_user) {
 			ret = -EUSERS;
 			goto out;
 		}
+		if (!sess->user) {
+			sess->user = new_user;
+			new_user = NULL;
+		}
+		sess->user->nr_sessions++;
 	}
 	hg_nr_sessions++;
 	list_add_tail_rcu(&sess->node, &hg_sessions);
 	file->private_data = sess;
 out:
 	mutex_unlock(&hg_ring_mutex);
+	kfree(new_user);
 	if (ret)
 		kfree(sess);
 	return ret;
@@ -694,9 +803,9 @@ static void hg_session_free_fn(struct work_struct *work)
  * The file is released: its mappings are gone (each held a reference on
  * it).  Off the list and out of the counts now; its memory is freed after
  * a grace period, when no producer still writes to its rings, without
- * making the closer wait for it.  The ring memory leaves
- * hg_ring_total_bytes at once: for a grace period the pages may outlive
- * the cap's account of them.
+ * making the closer wait for it.  The ring memory leaves the counts
+ * (the total and the user's) at once: for a grace period the pages may
+ * outlive the caps' account of them.
  */
 void hgclock_ring_release(struct file *file)
 {
@@ -707,8 +816,14 @@ void hgclock_ring_release(struct file *file)
 	list_del_rcu(&sess->node);
 	hg_nr_sessions--;
 	ring = rcu_dereference_protected(sess->ring, lockdep_is_held(&hg_ring_mutex));
-	if (ring)
-		hg_ring_total_bytes -= ring->bytes;
+	if (ring) {
+		hg_ring_uncharge(ring);
+		/* The hg_user may go below: the ring no longer points at it. */
+		ring->user = NULL;
+	}
+	if (sess->user && !--sess->user->nr_sessions)
+		kfree(sess->user);
+	sess->user = NULL;
 	mutex_unlock(&hg_ring_mutex);
 	INIT_RCU_WORK(&sess->free_work, hg_session_free_fn);
 	queue_rcu_work(hg_free_wq, &sess->free_work);
@@ -808,7 +923,7 @@ static struct hg_ring *hg_session_ring(struct hg_session *sess)
 	ring = rcu_dereference_protected(sess->ring, lockdep_is_held(&hg_ring_mutex));
 	if (ring)
 		return ring;
-	ring = hg_ring_alloc(sess->ring_size);
+	ring = hg_ring_alloc(sess->ring_size, sess->user);
 	if (!IS_ERR(ring))
 		rcu_assign_pointer(sess->ring, ring);
 	return ring;
@@ -939,28 +1054,41 @@ static bool hg_ring_size_ok(u64 size)
 }
 
 /*
- * The session's rings at @ring_size: hg_ring_mutex held.  Without rings
- * yet, only the size to make them with.  The old rings are freed after
- * every producer left them; refused while they are mapped.
+ * @file's session's rings at @ring_size: hg_ring_mutex and the CPU
+ * hotplug lock held.  Without rings yet, only the size to make them
+ * with.  Refused while the rings are mapped.  A replacement snapshots
+ * every online CPU into the new rings (main.c), so it is charged to the
+ * unprivileged budget of interrupted CPUs before anything changes.  On
+ * success *@old is the replaced ring, out of every count already, for
+ * the caller to free after a grace period, without our locks.
  */
-static int hg_ring_replace(struct hg_session *sess, u64 ring_size, bool *replaced)
+static int hg_ring_replace(struct file *file, struct hg_session *sess, u64 ring_size,
+			   struct hg_ring **old)
 {
-	struct hg_ring *old, *ring;
-	bool consuming;
+	struct hg_ring *cur, *ring;
+	u64 old_bytes;
 	int ret;
 
-	old = rcu_dereference_protected(sess->ring, lockdep_is_held(&hg_ring_mutex));
-	if (!old) {
+	*old = NULL;
+	cur = rcu_dereference_protected(sess->ring, lockdep_is_held(&hg_ring_mutex));
+	if (!cur) {
 		sess->ring_size = ring_size;
 		return 0;
 	}
-	if (old->nr_ring_maps || old->nr_consumer_maps)
+	if (cur->nr_ring_maps || cur->nr_consumer_maps)
 		return -EBUSY;
-	consuming = old->consuming;
-	/* The old ring's memory is not counted against the new one. */
-	hg_ring_total_bytes -= old->bytes;
-	ring = hg_ring_alloc(ring_size);
-	if (!IS_ERR(ring) && consuming) {
+	ret = hgclock_cross_cpu_budget(file, num_online_cpus());
+	if (ret)
+		return ret;
+	/*
+	 * The old ring's memory is not counted against the new one: it is
+	 * freed a grace period from now, and config_mutex keeps this
+	 * session from having more than one such ring at a time.
+	 */
+	old_bytes = cur->bytes;
+	hg_ring_uncharge(cur);
+	ring = hg_ring_alloc(ring_size, sess->user);
+	if (!IS_ERR(ring) && cur->consuming) {
 		ret = hg_ring_start_consuming(ring);
 		if (ret) {
 			hg_ring_drop(ring);
@@ -968,14 +1096,13 @@ static int hg_ring_replace(struct hg_session *sess, u64 ring_size, bool *replace
 		}
 	}
 	if (IS_ERR(ring)) {
-		hg_ring_total_bytes += old->bytes;
+		hg_ring_charge(cur, old_bytes);
 		return PTR_ERR(ring);
 	}
+	cur->user = NULL;
 	sess->ring_size = ring_size;
 	rcu_assign_pointer(sess->ring, ring);
-	synchronize_rcu();
-	hg_ring_free(old);
-	*replaced = true;
+	*old = cur;
 	return 0;
 }
 
@@ -990,16 +1117,22 @@ int hgclock_ring_configure(struct file *file, struct hgclock_ring_config *cfg,
 			   bool *replaced)
 {
 	struct hg_session *sess = file->private_data;
+	struct hg_ring *old = NULL;
 	int ret = 0;
 
 	*replaced = false;
 	if ((cfg->flags & HGCLOCK_CFG_SET_RING_SIZE) && !hg_ring_size_ok(cfg->ring_size))
 		return -EINVAL;
 	/*
+	 * Lock order: config_mutex, the CPU hotplug lock, hg_ring_mutex.
 	 * The hotplug lock outside the mutex, as in the PREPARE callback:
 	 * new rings get a data area for each CPU brought up, and online
-	 * flags that stay true while we build them.
+	 * flags that stay true while we build them.  The grace period
+	 * before freeing replaced rings is waited for with config_mutex
+	 * alone: other sessions' opens, mmaps and CPU hotplug go on.
 	 */
+	if (mutex_lock_killable(&sess->config_mutex))
+		return -EINTR;
 	cpus_read_lock();
 	mutex_lock(&hg_ring_mutex);
 	if (cfg->flags & HGCLOCK_CFG_SET_WATERMARK) {
@@ -1012,9 +1145,10 @@ int hgclock_ring_configure(struct file *file, struct hgclock_ring_config *cfg,
 		}
 	}
 	if ((cfg->flags & HGCLOCK_CFG_SET_RING_SIZE) && cfg->ring_size != sess->ring_size) {
-		ret = hg_ring_replace(sess, cfg->ring_size, replaced);
+		ret = hg_ring_replace(file, sess, cfg->ring_size, &old);
 		if (ret)
 			goto out;
+		*replaced = !!old;
 		if (!(cfg->flags & HGCLOCK_CFG_SET_WATERMARK))
 			WRITE_ONCE(sess->watermark, min(sess->watermark, sess->ring_size));
 	}
@@ -1025,6 +1159,12 @@ int hgclock_ring_configure(struct file *file, struct hgclock_ring_config *cfg,
 out:
 	mutex_unlock(&hg_ring_mutex);
 	cpus_read_unlock();
+	if (old) {
+		/* No producer, fault or poll() still reads the old rings. */
+		synchronize_rcu();
+		hg_ring_free(old);
+	}
+	mutex_unlock(&sess->config_mutex);
 	return ret;
 }
 
@@ -1112,9 +1252,18 @@ int hgclock_ring_init(void)
 	hg_ring_max_bytes = ring_max_mb ? (u64)ring_max_mb << 20 :
 			    max_t(u64, 64ULL << 20, ((u64)totalram_pages() << PAGE_SHIFT) / 32);
 	/* One session's rings must fit, or no reader could ever work. */
-	if (hg_meta_size() + hg_consumer_size() + num_online_cpus() * size > hg_ring_max_bytes) {
+	hg_ring_priv_reserve_bytes = hg_meta_size() + hg_consumer_size() +
+				     num_online_cpus() * size;
+	if (hg_ring_priv_reserve_bytes > hg_ring_max_bytes) {
 		pr_err("ring_size_kb=%u for %u CPUs: over ring_max_mb (%llu MiB)\n",
 		       ring_size_kb, num_online_cpus(), hg_ring_max_bytes >> 20);
+		return -EINVAL;
+	}
+	hg_ring_user_max_bytes = ring_user_max_mb ? (u64)ring_user_max_mb << 20 :
+				 hg_ring_max_bytes / 4;
+	if (hg_ring_user_max_bytes > hg_ring_max_bytes) {
+		pr_err("ring_user_max_mb=%u: over ring_max_mb (%llu MiB)\n",
+		       ring_user_max_mb, hg_ring_max_bytes >> 20);
 		return -EINVAL;
 	}
 	init_irq_work(&hg_wake_work, hg_wake_fn);

@@ -19,7 +19,11 @@
  *  - /dev/hgclock-clock is everyone's (0444): a read-only map of the
  *    conversions, nothing else;
  *  - at most max_sessions open files (ENFILE), max_sessions_per_user per
- *    user without CAP_SYS_ADMIN (EUSERS).
+ *    user without CAP_SYS_ADMIN (EUSERS);
+ *  - ring memory: at most ring_user_max_mb per user without
+ *    CAP_SYS_ADMIN, and some always left for CAP_SYS_ADMIN (ENOSPC);
+ *    RING_CONFIG's snapshots of every CPU count in the budget of
+ *    interrupted CPUs (EAGAIN).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -103,34 +107,39 @@ static unsigned long long get_effective(void)
  * supplementary group when not 0).  Exits 100 when that fails, which the
  * parent reports as a broken test, not as a verdict on the module.
  */
-static void drop_to_nobody(unsigned long long caps, gid_t gid)
+static void drop_to_uid(uid_t uid, unsigned long long caps, gid_t gid)
 {
 	gid_t groups[1] = { gid };
 
 	if (prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) ||
 	    setgroups(gid ? 1 : 0, groups) ||
-	    setresgid(NOBODY, NOBODY, NOBODY) ||
-	    setresuid(NOBODY, NOBODY, NOBODY) ||
+	    setresgid(uid, uid, uid) ||
+	    setresuid(uid, uid, uid) ||
 	    set_caps(caps)) {
 		perror("# child: dropping privileges");
 		_exit(100);
 	}
-	if (get_effective() != caps || geteuid() != NOBODY) {
+	if (get_effective() != caps || geteuid() != uid) {
 		fprintf(stderr, "# child: capabilities %#llx, euid %d after drop\n",
 			get_effective(), (int)geteuid());
 		_exit(100);
 	}
 }
 
-/* Runs @fn(@fd) in a child as nobody with @caps; returns its exit status. */
-static int run_as_nobody(int fd, unsigned long long caps, gid_t gid,
-			 void (*fn)(int fd))
+static void drop_to_nobody(unsigned long long caps, gid_t gid)
+{
+	drop_to_uid(NOBODY, caps, gid);
+}
+
+/* Runs @fn(@fd) in a child as @uid with @caps; returns its exit status. */
+static int run_as_uid(uid_t uid, int fd, unsigned long long caps, gid_t gid,
+		      void (*fn)(int fd))
 {
 	pid_t pid = fork();
 	int status;
 
 	if (pid == 0) {
-		drop_to_nobody(caps, gid);
+		drop_to_uid(uid, caps, gid);
 		child_errors = 0;
 		fn(fd);
 		_exit(child_errors > 99 ? 99 : child_errors);
@@ -138,6 +147,12 @@ static int run_as_nobody(int fd, unsigned long long caps, gid_t gid,
 	if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
 		return -1;
 	return WEXITSTATUS(status);
+}
+
+static int run_as_nobody(int fd, unsigned long long caps, gid_t gid,
+			 void (*fn)(int fd))
+{
+	return run_as_uid(NOBODY, fd, caps, gid, fn);
 }
 
 /* What every opener may do, whatever its capabilities. */
@@ -399,6 +414,140 @@ static void child_sessions_per_user(int fd)
 	}
 	for (i = 0; i < n; i++)
 		close(fds[i]);
+}
+
+/* ---- ring memory and RING_CONFIG's snapshots (issue 30 item 5) ---- */
+
+/* RING_CONFIG setting the ring size (0: only read it); errno or 0. */
+static int ring_config_size(int fd, __u64 size, __u64 *now)
+{
+	struct hgclock_ring_config cfg;
+	int err;
+
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.size = sizeof(cfg);
+	cfg.flags = size ? HGCLOCK_CFG_SET_RING_SIZE : 0;
+	cfg.ring_size = size;
+	err = ioctl_err(fd, HGCLOCK_IOC_RING_CONFIG, &cfg);
+	if (now)
+		*now = cfg.ring_size;
+	return err;
+}
+
+/*
+ * Opens a session, gives it @ring_size rings and maps them as a records
+ * reader does (the ring, then the consumer area: every CPU's data area
+ * is allocated then).  0 or the errno of the step that failed; the file
+ * stays open in *@fdp (-1 if the open failed), the mappings stay.
+ */
+static int map_session(__u64 ring_size, int *fdp)
+{
+	struct hgclock_info info;
+	void *p;
+	int fd;
+
+	*fdp = fd = open(HGCLOCK_DEV_PATH, O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		return errno;
+	if (ring_config_size(fd, ring_size, NULL))
+		return errno;
+	memset(&info, 0, sizeof(info));
+	info.size = sizeof(info);
+	if (ioctl(fd, HGCLOCK_IOC_GET_INFO, &info))
+		return errno;
+	p = mmap(NULL, info.map_size, PROT_READ, MAP_SHARED, fd, HGCLOCK_MMAP_RING_OFFSET);
+	if (p == MAP_FAILED)
+		return errno;
+	p = mmap(NULL, info.consumer_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+		 HGCLOCK_MMAP_CONSUMER_OFFSET);
+	if (p == MAP_FAILED)
+		return errno;
+	return 0;
+}
+
+/* The ring size of the memory tests: 8 sessions take all of ring_max_mb. */
+static __u64 test_ring_size;
+
+static __u64 big_ring_size(const struct hgclock_info *info)
+{
+	__u64 want = info->ring_max_bytes / (8ULL * info->nr_online_cpus), size = 8192;
+
+	while (size < want && size < (64ULL << 20))
+		size <<= 1;
+	return size;
+}
+
+/* Another user, while nobody holds all it may: one session still maps. */
+static void child_map_one_session(int fd)
+{
+	int nfd, err = map_session(test_ring_size, &nfd);
+
+	CHILD_EXPECT(err == 0, "uid %d: a session of %llu-byte rings: %s", (int)getuid(),
+		     (unsigned long long)test_ring_size, strerror(err));
+}
+
+/* Spends the unprivileged budget of interrupted CPUs: true once EAGAIN. */
+static bool spend_budget(int fd)
+{
+	return all_cpu_reads_refused(fd, 1) ||
+	       all_cpu_reads_refused(fd, HGCLOCK_UNPRIV_CROSS_CPU_PER_SEC + 8) > 0;
+}
+
+/*
+ * A ring replacement snapshots every online CPU: with the budget spent
+ * it fails with EAGAIN and changes nothing; a second later it works.
+ * The budget's window may turn between spending it and the call, so a
+ * few tries, one of which must be refused.
+ */
+static void child_ring_config_budget(int fd)
+{
+	__u64 cur = 0, want, now = 0;
+	int nfd = child_open_own(), i, err;
+	struct hgclock_info info;
+	bool refused = false;
+	void *p;
+
+	if (nfd < 0)
+		return;
+	/* Rings exist once mapped: from then on a new size replaces them. */
+	err = ring_config_size(nfd, 16384, &cur);
+	CHILD_EXPECT(err == 0, "RING_CONFIG 16 KiB before mapping: %s", strerror(err));
+	memset(&info, 0, sizeof(info));
+	info.size = sizeof(info);
+	CHILD_EXPECT(ioctl_err(nfd, HGCLOCK_IOC_GET_INFO, &info) == 0, "GET_INFO: %s",
+		     strerror(errno));
+	p = mmap(NULL, info.map_size, PROT_READ, MAP_SHARED, nfd, HGCLOCK_MMAP_RING_OFFSET);
+	CHILD_EXPECT(p != MAP_FAILED, "mapping the ring: %s", strerror(errno));
+	if (p == MAP_FAILED) {
+		close(nfd);
+		return;
+	}
+	/* A ring mapping makes the replacement EBUSY: unmap it. */
+	munmap(p, info.map_size);
+	for (i = 0; i < 5 && !refused; i++) {
+		want = cur == 16384 ? 32768 : 16384;
+		CHILD_EXPECT(spend_budget(nfd), "the budget was not spent");
+		err = ring_config_size(nfd, want, &now);
+		if (err == EAGAIN) {
+			refused = true;
+			err = ring_config_size(nfd, 0, &now);
+			CHILD_EXPECT(!err && now == cur, "after EAGAIN: ring size %llu, want %llu",
+				     (unsigned long long)now, (unsigned long long)cur);
+		} else {
+			CHILD_EXPECT(err == 0, "RING_CONFIG: %s", strerror(err));
+			cur = now;
+		}
+	}
+	CHILD_EXPECT(refused, "5 ring replacements, each right after the budget was spent: none refused with EAGAIN");
+	/* A fresh second: the same replacement works. */
+	usleep(1100000);
+	want = cur == 16384 ? 32768 : 16384;
+	err = ring_config_size(nfd, want, &now);
+	CHILD_EXPECT(err == 0 && now == want, "RING_CONFIG in a fresh second: %s, size %llu",
+		     strerror(err), (unsigned long long)now);
+	close(nfd);
+	/* The budget is machine-wide: leave the next test a fresh second. */
+	usleep(1100000);
 }
 
 FIXTURE(perm) {
@@ -991,6 +1140,79 @@ TEST_F(perm, sessions_bounded)
 TEST_F(perm, sessions_per_user)
 {
 	EXPECT_EQ(0, run_with_group_node(self->fd, 0, child_sessions_per_user));
+}
+
+/* RING_CONFIG's snapshots of every CPU are charged to the budget (item 5). */
+TEST_F(perm, ring_config_charged_to_budget)
+{
+	EXPECT_EQ(0, run_with_group_node(self->fd, 0, child_ring_config_budget));
+}
+
+/*
+ * One user without CAP_SYS_ADMIN maps sessions of rings big enough that
+ * eight would take all of ring_max_mb until refused: ENOSPC once it holds
+ * its ring_user_max_mb, with another user and root still getting rings
+ * while it keeps them (issue 30 item 5).  Without the per-user cap that
+ * user takes everything and the others get ENOSPC.
+ */
+TEST_F(perm, ring_memory_per_user)
+{
+	unsigned int user_max_mb = param_or("ring_user_max_mb", 0);
+	int res[2], go[2], out[2] = { 0, 0 }, status, rootfd, err;
+	struct hgclock_info info;
+	__u64 user_max, before;
+	struct stat st;
+	pid_t pid;
+	char c = 0;
+
+	memset(&info, 0, sizeof(info));
+	info.size = sizeof(info);
+	ASSERT_EQ(0, ioctl(self->fd, HGCLOCK_IOC_GET_INFO, &info));
+	ASSERT_LT(0, info.ring_max_bytes);
+	test_ring_size = big_ring_size(&info);
+	user_max = user_max_mb ? (__u64)user_max_mb << 20 : info.ring_max_bytes / 4;
+	before = info.ring_bytes;
+	ASSERT_EQ(0, pipe(res));
+	ASSERT_EQ(0, pipe(go));
+	ASSERT_EQ(0, stat(HGCLOCK_DEV_PATH, &st));
+	ASSERT_EQ(0, chown(HGCLOCK_DEV_PATH, 0, TEST_GID));
+	ASSERT_EQ(0, chmod(HGCLOCK_DEV_PATH, 0660));
+
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		int fds[1024 + 8];
+
+		drop_to_nobody(0, TEST_GID);
+		for (out[0] = 0; out[0] < 1024; out[0]++) {
+			out[1] = map_session(test_ring_size, &fds[out[0]]);
+			if (out[1])
+				break;
+		}
+		if (write(res[1], out, sizeof(out)) != sizeof(out) || read(go[0], &c, 1) != 1)
+			_exit(1);
+		_exit(0);
+	}
+	ASSERT_EQ((ssize_t)sizeof(out), read(res[0], out, sizeof(out)));
+	ASSERT_EQ(0, ioctl(self->fd, HGCLOCK_IOC_GET_INFO, &info));
+	TH_LOG("nobody: %d sessions of %llu-byte rings on %u CPUs, then %s: %llu bytes of %llu (per user %llu)",
+	       out[0], (unsigned long long)test_ring_size, info.nr_online_cpus,
+	       strerror(out[1]), (unsigned long long)(info.ring_bytes - before),
+	       (unsigned long long)info.ring_max_bytes, (unsigned long long)user_max);
+	EXPECT_EQ(ENOSPC, out[1]);
+	EXPECT_GE(user_max, info.ring_bytes - before);
+
+	/* Another user still gets its share, */
+	EXPECT_EQ(0, run_as_uid(NOBODY - 1, self->fd, 0, TEST_GID, child_map_one_session));
+	/* and so does the recorder (CAP_SYS_ADMIN). */
+	err = map_session(test_ring_size, &rootfd);
+	EXPECT_EQ(0, err) TH_LOG("root: a session of %llu-byte rings: %s",
+				 (unsigned long long)test_ring_size, strerror(err));
+
+	EXPECT_EQ(1, write(go[1], &c, 1));
+	EXPECT_EQ(pid, waitpid(pid, &status, 0));
+	EXPECT_EQ(0, chown(HGCLOCK_DEV_PATH, st.st_uid, st.st_gid));
+	EXPECT_EQ(0, chmod(HGCLOCK_DEV_PATH, st.st_mode & 07777));
 }
 
 TEST_HARNESS_MAIN
