@@ -66,6 +66,8 @@ TOOL_SRCS += user/merge/merge_pftrace.c
 TOOL_SRCS += user/cmd/cmd_pairmark.c user/merge/markpair_trace.c
 # trace.dat handles shared by a command's readers (merge: checks, pairing, passes)
 TOOL_SRCS += user/merge/trace_pool.c
+# Where a guest's time went (Documentation/analyze.rst), unit-tested (test_analyze)
+TOOL_SRCS += user/merge/analyze.c
 LIB := $(BUILD)/user/libhgclock.a
 TOOL := $(BUILD)/user/hgclock
 # The shared library for applications (Documentation/library.rst): the
@@ -115,6 +117,7 @@ UNIT_TESTS := $(BUILD)/unit/test_json $(BUILD)/unit/test_lib $(BUILD)/unit/test_
 	$(BUILD)/unit/test_identity $(BUILD)/unit/test_vmfind $(BUILD)/unit/test_markpair \
 	$(BUILD)/unit/test_manyguests $(BUILD)/unit/test_libso $(BUILD)/unit/test_kernelshark \
 	$(BUILD)/unit/test_disrupt $(BUILD)/unit/test_uclock
+UNIT_TESTS += $(BUILD)/unit/test_analyze
 BENCHES := $(BUILD)/bench/bench_read_clock $(BUILD)/bench/bench_ring \
 	$(BUILD)/bench/bench_pingpong $(BUILD)/bench/bench_compress
 
@@ -306,6 +309,12 @@ $(BUILD)/unit/test_libso: selftests/unit/test_libso.sh $(SO_LINKS) $(MAN3) user/
 	@mkdir -p $(dir $@)
 	sed -e 's|@TOP@|$(CURDIR)|' -e 's|@BUILD@|$(abspath $(BUILD))|' $< >$@.tmp && \
 		chmod +x $@.tmp && mv $@.tmp $@
+
+# The attribution engine on generated events (analyze.h)
+$(BUILD)/unit/test_analyze: selftests/unit/test_analyze.c user/merge/analyze.c user/merge/analyze.h \
+		user/common/json.c $(KSFT_HDR)
+	@mkdir -p $(dir $@)
+	$(CC) $(SELFTEST_CFLAGS) -o $@ selftests/unit/test_analyze.c user/merge/analyze.c user/common/json.c
 
 # Marker pairing for guests without the module (markpair.h)
 $(BUILD)/unit/test_markpair: selftests/unit/test_markpair.c selftests/unit/gen.h $(LIB) $(KSFT_HDR)

@@ -1,0 +1,611 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Unit tests of the attribution engine (user/merge/analyze.c): generated
+ * event sequences, in host ns, with every component's answer worked out
+ * by hand in the comments; and a random sequence where each slice and
+ * each vCPU must add up to its wall time exactly.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kselftest_harness.h"
+#include "analyze.h"
+
+#define VMX_CPUID	10
+#define VMX_EXTINT	1
+#define VMX_HLT		12
+#define VMX_IO		30
+
+#define MAX_SLICES	4096
+#define MAX_KEYS	16
+
+struct cap_slice {
+	int32_t guest, vcpu, tid;
+	char comm[HGA_COMM_LEN];
+	uint64_t start_ns, end_ns, wall_ns, sum_ns;
+	uint32_t flags;
+	uint64_t ns[HGA_NR_COMP];
+	struct hga_bucket exits[MAX_KEYS], offenders[MAX_KEYS];
+	uint32_t nr_exits, nr_offenders;
+	uint64_t exits_ns, offenders_ns;	/* the buckets' ns added */
+};
+
+struct cap {
+	struct cap_slice s[MAX_SLICES];
+	int n;
+	int nr_bad_sums;	/* slices whose split is not their wall time */
+};
+
+static int cap_slice(void *ctx, const struct hga_slice *s)
+{
+	struct cap *c = ctx;
+	struct cap_slice *o;
+	uint32_t i;
+	int k;
+
+	if (c->n == MAX_SLICES)
+		return 0;
+	o = &c->s[c->n++];
+	memset(o, 0, sizeof(*o));
+	o->guest = s->guest;
+	o->vcpu = s->vcpu;
+	o->tid = s->tid;
+	memcpy(o->comm, s->comm, sizeof(o->comm));
+	o->start_ns = s->start_ns;
+	o->end_ns = s->end_ns;
+	o->wall_ns = s->wall_ns;
+	o->flags = s->flags;
+	for (k = 0; k < HGA_NR_COMP; k++) {
+		o->ns[k] = s->split->ns[k];
+		o->sum_ns += s->split->ns[k];
+	}
+	for (i = 0; i < s->split->exits.n; i++) {
+		if (i < MAX_KEYS)
+			o->exits[o->nr_exits++] = s->split->exits.v[i];
+		o->exits_ns += s->split->exits.v[i].ns;
+	}
+	for (i = 0; i < s->split->offenders.n; i++) {
+		if (i < MAX_KEYS)
+			o->offenders[o->nr_offenders++] = s->split->offenders.v[i];
+		o->offenders_ns += s->split->offenders.v[i].ns;
+	}
+	if (o->sum_ns != o->wall_ns || o->exits_ns != o->ns[HGA_C_EXIT] ||
+	    o->offenders_ns != o->ns[HGA_C_PREEMPTED])
+		c->nr_bad_sums++;
+	return 0;
+}
+
+static uint64_t bucket_ns(const struct hga_bucket *b, uint32_t n, uint64_t key)
+{
+	uint32_t i;
+
+	for (i = 0; i < n; i++)
+		if (b[i].key == key)
+			return b[i].ns;
+	return 0;
+}
+
+static uint64_t bucket_count(const struct hga_bucket *b, uint32_t n, uint64_t key)
+{
+	uint32_t i;
+
+	for (i = 0; i < n; i++)
+		if (b[i].key == key)
+			return b[i].count;
+	return 0;
+}
+
+static uint64_t exit_key(uint32_t reason)
+{
+	return (uint64_t)HGA_ISA_VMX << 32 | reason;
+}
+
+/* ---- events ---- */
+
+static int kvm(struct hga *a, uint64_t t, bool entry, int guest, int vcpu, int cpu, int tid,
+	       uint32_t reason)
+{
+	struct hga_event ev = {
+		.kind = entry ? HGA_EV_KVM_ENTRY : HGA_EV_KVM_EXIT, .host_ns = t,
+		.guest = guest, .vcpu = vcpu, .host_cpu = cpu, .host_tid = tid,
+		.exit_isa = HGA_ISA_VMX, .exit_reason = reason,
+	};
+
+	return hga_event(a, &ev);
+}
+
+static int hsw(struct hga *a, uint64_t t, int cpu, int prev, bool runnable, const char *pcomm,
+	       int next, const char *ncomm)
+{
+	struct hga_event ev = {
+		.kind = HGA_EV_HOST_SWITCH, .host_ns = t, .host_cpu = cpu,
+		.prev_tid = prev, .next_tid = next, .prev_runnable = runnable,
+	};
+
+	snprintf(ev.prev_comm, sizeof(ev.prev_comm), "%s", pcomm);
+	snprintf(ev.next_comm, sizeof(ev.next_comm), "%s", ncomm);
+	return hga_event(a, &ev);
+}
+
+static int gsw(struct hga *a, uint64_t t, int guest, int vcpu, int prev, int next,
+	       const char *ncomm, uint64_t bound_ns)
+{
+	struct hga_event ev = {
+		.kind = HGA_EV_GUEST_SWITCH, .host_ns = t, .guest = guest, .vcpu = vcpu,
+		.prev_tid = prev, .next_tid = next, .bound_ns = bound_ns,
+	};
+
+	snprintf(ev.next_comm, sizeof(ev.next_comm), "%s", ncomm);
+	return hga_event(a, &ev);
+}
+
+static int disrupt(struct hga *a, uint64_t t, int guest, bool begin)
+{
+	struct hga_event ev = {
+		.kind = begin ? HGA_EV_DISRUPT_BEGIN : HGA_EV_DISRUPT_END,
+		.host_ns = t, .guest = guest,
+	};
+
+	return hga_event(a, &ev);
+}
+
+/*
+ * Guest 0, vCPU 0, its thread host tid 1000.  A slice of guest thread 42
+ * [100, 900) with a CPUID exit, an external interrupt whose handling is
+ * preempted by "hog" (2000) then "kworker" (3000) on host CPU 0, and the
+ * vCPU thread migrating to host CPU 1 in the middle of it; then the
+ * idle task's slice [900, 1200) with a halt (the thread asleep part of
+ * it); then 42 again, never switched out, cut at 1300.
+ */
+static int scenario_main(struct hga *a)
+{
+	int r = 0;
+
+	r |= hsw(a, 0, 0, 0, true, "swapper/0", 1000, "CPU 0/KVM");
+	r |= kvm(a, 0, true, 0, 0, 0, 1000, 0);
+	r |= gsw(a, 100, 0, 0, 0, 42, "work", 0);
+	r |= kvm(a, 300, false, 0, 0, 0, 1000, VMX_CPUID);
+	r |= kvm(a, 350, true, 0, 0, 0, 1000, 0);
+	r |= kvm(a, 500, false, 0, 0, 0, 1000, VMX_EXTINT);
+	r |= hsw(a, 520, 0, 1000, true, "CPU 0/KVM", 2000, "hog");
+	r |= hsw(a, 700, 0, 2000, true, "hog", 3000, "kworker/0:1");
+	/* host CPU 1's own switch in: the vCPU thread migrates */
+	r |= hsw(a, 750, 1, 4000, true, "other", 1000, "CPU 0/KVM");
+	r |= kvm(a, 760, true, 0, 0, 1, 1000, 0);
+	r |= gsw(a, 900, 0, 0, 42, 0, "swapper/0", 0);
+	r |= kvm(a, 950, false, 0, 0, 1, 1000, VMX_HLT);
+	r |= hsw(a, 980, 1, 1000, false, "CPU 0/KVM", 0, "swapper/1");
+	r |= hsw(a, 1100, 1, 0, true, "swapper/1", 1000, "CPU 0/KVM");
+	r |= kvm(a, 1110, true, 0, 0, 1, 1000, 0);
+	r |= gsw(a, 1200, 0, 0, 0, 42, "work", 0);
+	return r;
+}
+
+TEST(components_and_migration)
+{
+	struct cap *c = calloc(1, sizeof(*c));
+	struct hga_options opt = { .slice_cb = cap_slice, .ctx = c };
+	struct hga a;
+	struct cap_slice *s;
+
+	ASSERT_NE(NULL, c);
+	ASSERT_EQ(0, hga_init(&a, &opt));
+	ASSERT_EQ(0, scenario_main(&a));
+	ASSERT_EQ(0, hga_finish(&a, 1300));
+	ASSERT_EQ(3, c->n);
+	EXPECT_EQ(0, c->nr_bad_sums);
+
+	/* 42 [100, 900): guest 200 + 150 + 140, exits 50 + 20 + 10, preempted 180 + 50 */
+	s = &c->s[0];
+	EXPECT_EQ(42, s->tid);
+	EXPECT_STREQ("work", s->comm);
+	EXPECT_EQ(800, s->wall_ns);
+	EXPECT_EQ(0, s->flags);
+	EXPECT_EQ(490, s->ns[HGA_C_GUEST]);
+	EXPECT_EQ(80, s->ns[HGA_C_EXIT]);
+	EXPECT_EQ(50, bucket_ns(s->exits, s->nr_exits, exit_key(VMX_CPUID)));
+	EXPECT_EQ(30, bucket_ns(s->exits, s->nr_exits, exit_key(VMX_EXTINT)));
+	EXPECT_EQ(1, bucket_count(s->exits, s->nr_exits, exit_key(VMX_CPUID)));
+	EXPECT_EQ(1, bucket_count(s->exits, s->nr_exits, exit_key(VMX_EXTINT)));
+	EXPECT_EQ(230, s->ns[HGA_C_PREEMPTED]);
+	EXPECT_EQ(180, bucket_ns(s->offenders, s->nr_offenders, 2000));
+	EXPECT_EQ(50, bucket_ns(s->offenders, s->nr_offenders, 3000));
+	EXPECT_EQ(1, bucket_count(s->offenders, s->nr_offenders, 2000));
+	EXPECT_EQ(0, s->ns[HGA_C_HALTED]);
+	EXPECT_EQ(0, s->ns[HGA_C_UNKNOWN]);
+
+	/* idle [900, 1200): guest 50 + 90, halted 950..1110 (asleep on the host inside) */
+	s = &c->s[1];
+	EXPECT_EQ(0, s->tid);
+	EXPECT_EQ(300, s->wall_ns);
+	EXPECT_EQ(140, s->ns[HGA_C_GUEST]);
+	EXPECT_EQ(160, s->ns[HGA_C_HALTED]);
+	EXPECT_EQ(0, s->ns[HGA_C_HOST_BLOCKED]);
+
+	/* 42 [1200, 1300): never ended */
+	s = &c->s[2];
+	EXPECT_EQ(HGA_SL_OPEN_END, s->flags);
+	EXPECT_EQ(100, s->ns[HGA_C_GUEST]);
+	EXPECT_EQ(1, a.nr_open_end);
+
+	/* the vCPU over [0, 1300): the slices plus [0, 100) in guest mode */
+	ASSERT_EQ(1, a.nr_vcpus);
+	EXPECT_EQ(830, hga_vcpu_split(&a, 0, 0)->ns[HGA_C_GUEST]);
+	EXPECT_EQ(80, hga_vcpu_split(&a, 0, 0)->ns[HGA_C_EXIT]);
+	EXPECT_EQ(230, hga_vcpu_split(&a, 0, 0)->ns[HGA_C_PREEMPTED]);
+	EXPECT_EQ(160, hga_vcpu_split(&a, 0, 0)->ns[HGA_C_HALTED]);
+
+	hga_free(&a);
+	free(c);
+}
+
+TEST(thread_totals_and_report)
+{
+	struct hga a;
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f;
+	uint32_t i;
+	const struct hga_total *t42 = NULL;
+
+	ASSERT_EQ(0, hga_init(&a, NULL));
+	ASSERT_EQ(0, scenario_main(&a));
+	ASSERT_EQ(0, hga_finish(&a, 1300));
+	for (i = 0; i < a.nr_threads; i++)
+		if (a.threads[i].tid == 42)
+			t42 = &a.threads[i];
+	ASSERT_NE(NULL, t42);
+	EXPECT_EQ(2, t42->nr_slices);
+	EXPECT_EQ(900, t42->wall_ns);
+	EXPECT_EQ(590, t42->split.ns[HGA_C_GUEST]);
+	EXPECT_EQ(230, t42->split.ns[HGA_C_PREEMPTED]);
+
+	f = open_memstream(&buf, &len);
+	ASSERT_EQ(0, hga_report_text(&a, f, 5));
+	fclose(f);
+	EXPECT_NE(NULL, strstr(buf, "guest 0: 1300 ns"));
+	EXPECT_NE(NULL, strstr(buf, "hog-2000"));
+	EXPECT_NE(NULL, strstr(buf, "CPUID"));
+	EXPECT_NE(NULL, strstr(buf, "thread 42 (work): 2 slices, 900 ns"));
+	EXPECT_EQ(NULL, strstr(buf, "cannot split"));
+	free(buf);
+
+	buf = NULL;
+	f = open_memstream(&buf, &len);
+	ASSERT_EQ(0, hga_report_json(&a, f));
+	fclose(f);
+	EXPECT_NE(NULL, strstr(buf, "\"all\":{\"guest\":830,\"exits\":80,\"preempted\":230,"
+				 "\"host_blocked\":0,\"halted\":160,\"disrupted\":0,\"unknown\":0"));
+	EXPECT_NE(NULL, strstr(buf, "{\"tid\":2000,\"comm\":\"hog\",\"ns\":180,\"count\":1}"));
+	EXPECT_NE(NULL, strstr(buf, "\"cannot_split\":[]"));
+	free(buf);
+	hga_free(&a);
+}
+
+TEST(window_from_to)
+{
+	struct cap *c = calloc(1, sizeof(*c));
+	struct hga_options opt = { .from_ns = 200, .to_ns = 800, .slice_cb = cap_slice, .ctx = c };
+	struct hga a;
+	struct cap_slice *s;
+
+	ASSERT_NE(NULL, c);
+	ASSERT_EQ(0, hga_init(&a, &opt));
+	ASSERT_EQ(0, scenario_main(&a));
+	ASSERT_EQ(0, hga_finish(&a, 1300));
+	/* only 42's first slice meets [200, 800): the others are not handed out */
+	ASSERT_EQ(1, c->n);
+	EXPECT_EQ(0, c->nr_bad_sums);
+	s = &c->s[0];
+	EXPECT_EQ(600, s->wall_ns);
+	EXPECT_EQ(HGA_SL_CLIPPED, s->flags);
+	EXPECT_EQ(100 + 150 + 40, s->ns[HGA_C_GUEST]);
+	EXPECT_EQ(80, s->ns[HGA_C_EXIT]);
+	EXPECT_EQ(230, s->ns[HGA_C_PREEMPTED]);
+	EXPECT_EQ(600, hga_vcpu_split(&a, 0, 0)->ns[HGA_C_GUEST] + hga_vcpu_split(&a, 0, 0)->ns[HGA_C_EXIT] +
+		       hga_vcpu_split(&a, 0, 0)->ns[HGA_C_PREEMPTED]);
+	hga_free(&a);
+	free(c);
+}
+
+/*
+ * A migration (disruption) inside a slice: guest 0 stops at 110, its new
+ * VM's first entry at 500 on a new thread (5000, host CPU 1).  The old
+ * thread's exit on host CPU 0 afterwards is no preemption of the vCPU.
+ */
+TEST(disruption_inside_slice)
+{
+	struct cap *c = calloc(1, sizeof(*c));
+	struct hga_options opt = { .slice_cb = cap_slice, .ctx = c };
+	struct hga a;
+	struct cap_slice *s;
+
+	ASSERT_NE(NULL, c);
+	ASSERT_EQ(0, hga_init(&a, &opt));
+	ASSERT_EQ(0, kvm(&a, 0, true, 0, 0, 0, 1000, 0));
+	ASSERT_EQ(0, gsw(&a, 10, 0, 0, 0, 42, "work", 0));
+	ASSERT_EQ(0, kvm(&a, 100, false, 0, 0, 0, 1000, VMX_IO));
+	ASSERT_EQ(0, disrupt(&a, 110, 0, true));
+	ASSERT_EQ(0, disrupt(&a, 500, 0, false));
+	ASSERT_EQ(0, kvm(&a, 500, true, 0, 0, 1, 5000, 0));
+	ASSERT_EQ(0, hsw(&a, 550, 0, 1000, true, "CPU 0/KVM", 0, "swapper/0"));
+	ASSERT_EQ(0, gsw(&a, 600, 0, 0, 42, 0, "swapper/0", 0));
+	ASSERT_EQ(0, hga_finish(&a, 600));
+	ASSERT_EQ(1, c->n);
+	EXPECT_EQ(0, c->nr_bad_sums);
+	s = &c->s[0];
+	EXPECT_EQ(590, s->wall_ns);
+	EXPECT_EQ(90 + 100, s->ns[HGA_C_GUEST]);
+	EXPECT_EQ(10, s->ns[HGA_C_EXIT]);
+	EXPECT_EQ(10, bucket_ns(s->exits, s->nr_exits, exit_key(VMX_IO)));
+	EXPECT_EQ(390, s->ns[HGA_C_DISRUPTED]);
+	EXPECT_EQ(0, s->ns[HGA_C_PREEMPTED]);
+	hga_free(&a);
+	free(c);
+}
+
+/*
+ * A vCPU halted across a slice's end: the guest's switch to idle maps
+ * (within its bound) into the HLT exit [100, 300), which splits 50 / 150.
+ */
+TEST(halt_across_slice_end)
+{
+	struct cap *c = calloc(1, sizeof(*c));
+	struct hga_options opt = { .slice_cb = cap_slice, .ctx = c };
+	struct hga a;
+
+	ASSERT_NE(NULL, c);
+	ASSERT_EQ(0, hga_init(&a, &opt));
+	ASSERT_EQ(0, kvm(&a, 0, true, 0, 0, 0, 1000, 0));
+	ASSERT_EQ(0, gsw(&a, 10, 0, 0, 0, 42, "work", 5));
+	ASSERT_EQ(0, kvm(&a, 100, false, 0, 0, 0, 1000, VMX_HLT));
+	ASSERT_EQ(0, gsw(&a, 150, 0, 0, 42, 0, "swapper/0", 5));
+	ASSERT_EQ(0, kvm(&a, 300, true, 0, 0, 0, 1000, 0));
+	ASSERT_EQ(0, gsw(&a, 400, 0, 0, 0, 42, "work", 5));
+	ASSERT_EQ(0, gsw(&a, 500, 0, 0, 42, 0, "swapper/0", 5));
+	ASSERT_EQ(0, hga_finish(&a, 500));
+	ASSERT_EQ(3, c->n);
+	EXPECT_EQ(0, c->nr_bad_sums);
+	EXPECT_EQ(140, c->s[0].wall_ns);
+	EXPECT_EQ(90, c->s[0].ns[HGA_C_GUEST]);
+	EXPECT_EQ(50, c->s[0].ns[HGA_C_HALTED]);
+	EXPECT_EQ(250, c->s[1].wall_ns);
+	EXPECT_EQ(150, c->s[1].ns[HGA_C_HALTED]);
+	EXPECT_EQ(100, c->s[1].ns[HGA_C_GUEST]);
+	EXPECT_EQ(0, c->s[1].flags);
+	/* no halt counted as an exit */
+	EXPECT_EQ(0, c->s[0].ns[HGA_C_EXIT]);
+	EXPECT_EQ(0, c->s[0].nr_exits);
+	hga_free(&a);
+	free(c);
+}
+
+/* A slice no longer than its ends' bounds is handed out marked, and kept out of the totals. */
+TEST(uncertain_slice)
+{
+	struct cap *c = calloc(1, sizeof(*c));
+	struct hga_options opt = { .slice_cb = cap_slice, .ctx = c };
+	struct hga a;
+	uint32_t i;
+
+	ASSERT_NE(NULL, c);
+	ASSERT_EQ(0, hga_init(&a, &opt));
+	ASSERT_EQ(0, kvm(&a, 0, true, 0, 0, 0, 1000, 0));
+	ASSERT_EQ(0, gsw(&a, 10, 0, 0, 0, 42, "work", 100));
+	ASSERT_EQ(0, gsw(&a, 150, 0, 0, 42, 7, "short", 100));	/* 140 <= 100 + 100 */
+	ASSERT_EQ(0, gsw(&a, 1000, 0, 0, 7, 42, "work", 100));	/* 850 > 200 */
+	ASSERT_EQ(0, hga_finish(&a, 1000));
+	ASSERT_EQ(2, c->n);	/* 42's last slice: no time at all, not handed out */
+	EXPECT_EQ(HGA_SL_UNCERTAIN, c->s[0].flags);
+	EXPECT_EQ(0, c->s[1].flags);
+	EXPECT_EQ(0, c->nr_bad_sums);
+	for (i = 0; i < a.nr_threads; i++) {
+		if (a.threads[i].tid == 42) {
+			EXPECT_EQ(0, a.threads[i].nr_slices);
+			EXPECT_EQ(1, a.threads[i].nr_uncertain);
+			EXPECT_EQ(140, a.threads[i].uncertain_ns);
+			EXPECT_EQ(0, a.threads[i].split.ns[HGA_C_GUEST]);
+		}
+		if (a.threads[i].tid == 7)
+			EXPECT_EQ(850, a.threads[i].split.ns[HGA_C_GUEST]);
+	}
+	hga_free(&a);
+	free(c);
+}
+
+/* Without the host's events: everything unknown, said so; no component made up. */
+TEST(missing_host_events)
+{
+	struct cap *c = calloc(1, sizeof(*c));
+	struct hga_options opt = { .slice_cb = cap_slice, .ctx = c };
+	struct hga a;
+	char msg[512];
+
+	ASSERT_NE(NULL, c);
+	ASSERT_EQ(0, hga_init(&a, &opt));
+	ASSERT_EQ(0, gsw(&a, 10, 0, 0, 0, 42, "work", 0));
+	ASSERT_EQ(0, gsw(&a, 110, 0, 0, 42, 0, "swapper/0", 0));
+	ASSERT_EQ(0, hga_finish(&a, 200));
+	ASSERT_EQ(2, c->n);
+	EXPECT_EQ(100, c->s[0].ns[HGA_C_UNKNOWN]);
+	EXPECT_EQ(100, c->s[0].wall_ns);
+	hga_missing(&a, msg, sizeof(msg));
+	EXPECT_NE(NULL, strstr(msg, "no kvm_entry/kvm_exit on the host"));
+	EXPECT_NE(NULL, strstr(msg, "no sched_switch on the host"));
+	EXPECT_EQ(NULL, strstr(msg, "in the guests"));
+	hga_free(&a);
+	free(c);
+}
+
+/* kvm_* but no host sched_switch: preemption cannot be told from the exit it interrupts. */
+TEST(missing_host_sched_switch)
+{
+	struct hga a;
+	char msg[512];
+
+	ASSERT_EQ(0, hga_init(&a, NULL));
+	ASSERT_EQ(0, kvm(&a, 0, true, 0, 0, 0, 1000, 0));
+	ASSERT_EQ(0, kvm(&a, 100, false, 0, 0, 0, 1000, VMX_EXTINT));
+	ASSERT_EQ(0, kvm(&a, 400, true, 0, 0, 0, 1000, 0));
+	ASSERT_EQ(0, hga_finish(&a, 500));
+	EXPECT_EQ(200, hga_vcpu_split(&a, 0, 0)->ns[HGA_C_GUEST]);
+	EXPECT_EQ(300, hga_vcpu_split(&a, 0, 0)->ns[HGA_C_EXIT]);
+	hga_missing(&a, msg, sizeof(msg));
+	EXPECT_NE(NULL, strstr(msg, "no sched_switch on the host"));
+	EXPECT_NE(NULL, strstr(msg, "no sched_switch in the guests"));
+	EXPECT_EQ(NULL, strstr(msg, "kvm_entry"));
+	hga_free(&a);
+}
+
+/* Hostile input: refused with a count and a message, state unchanged, no crash. */
+TEST(bad_input)
+{
+	struct cap *c = calloc(1, sizeof(*c));
+	struct hga_options opt = { .slice_cb = cap_slice, .ctx = c };
+	struct hga_event ev = { 0 };
+	struct hga a;
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f;
+
+	ASSERT_NE(NULL, c);
+	ASSERT_EQ(0, hga_init(&a, &opt));
+	ASSERT_EQ(0, kvm(&a, 100, true, 0, 0, 0, 1000, 0));
+	ASSERT_EQ(0, gsw(&a, 110, 0, 0, 0, 42, "work", 0));
+	/* time regression */
+	EXPECT_EQ(1, kvm(&a, 50, false, 0, 0, 0, 1000, VMX_CPUID));
+	EXPECT_EQ(1, a.nr_regressions);
+	EXPECT_NE(NULL, strstr(a.first_err, "kvm_exit at 50 ns: before"));
+	/* out of range */
+	EXPECT_EQ(1, kvm(&a, 120, false, -1, 0, 0, 1000, VMX_CPUID));
+	EXPECT_EQ(1, kvm(&a, 120, false, 0, HGA_MAX_VCPUS, 0, 1000, VMX_CPUID));
+	EXPECT_EQ(1, kvm(&a, 120, false, 0, 0, HGA_MAX_HOST_CPUS, 1000, VMX_CPUID));
+	EXPECT_EQ(1, kvm(&a, 120, false, 0, 0, 0, 0, VMX_CPUID));
+	EXPECT_EQ(1, kvm(&a, 120, false, HGA_MAX_GUESTS, 0, 0, 1000, VMX_CPUID));
+	EXPECT_EQ(1, hsw(&a, 120, -5, 1, true, "a", 2, "b"));
+	EXPECT_EQ(1, hsw(&a, 120, 0, -1, true, "a", 2, "b"));
+	EXPECT_EQ(1, gsw(&a, 120, 0, -3, 42, 0, "x", 0));
+	EXPECT_EQ(1, disrupt(&a, 120, -1, true));
+	ev.kind = 0;
+	ev.host_ns = 120;
+	EXPECT_EQ(1, hga_event(&a, &ev));
+	ev.kind = 99;
+	EXPECT_EQ(1, hga_event(&a, &ev));
+	EXPECT_EQ(1, hga_event(&a, NULL));
+	EXPECT_EQ(12, a.nr_bad);
+	EXPECT_EQ(1, a.nr_vcpus);
+	/* comm not NUL-ended */
+	ev = (struct hga_event){ .kind = HGA_EV_GUEST_SWITCH, .host_ns = 130, .prev_tid = 99,
+				 .next_tid = 43 };
+	memset(ev.next_comm, 'x', sizeof(ev.next_comm));
+	/* a switch from a thread that is not the one running: events were lost */
+	EXPECT_EQ(0, hga_event(&a, &ev));
+	EXPECT_EQ(1, a.nr_lost_switch);
+	ASSERT_EQ(1, c->n);
+	EXPECT_EQ(HGA_SL_LOST_SWITCH, c->s[0].flags);
+	EXPECT_EQ(20, c->s[0].ns[HGA_C_GUEST]);
+	/* never switched out: cut at the end */
+	ASSERT_EQ(0, hga_finish(&a, 200));
+	ASSERT_EQ(2, c->n);
+	EXPECT_EQ(HGA_SL_OPEN_END, c->s[1].flags);
+	EXPECT_EQ(70, c->s[1].ns[HGA_C_GUEST]);
+	EXPECT_EQ(15, strlen(c->s[1].comm));
+	EXPECT_EQ(1, hga_event(&a, &ev));	/* after the end */
+	EXPECT_EQ(0, c->nr_bad_sums);
+
+	f = open_memstream(&buf, &len);
+	ASSERT_EQ(0, hga_report_text(&a, f, 3));
+	fclose(f);
+	EXPECT_NE(NULL, strstr(buf, "# refused: 1 out of host-time order, 13 malformed"));
+	EXPECT_NE(NULL, strstr(buf, "1 guest sched_switch from a thread not running there"));
+	EXPECT_NE(NULL, strstr(buf, "1 slices never ended"));
+	free(buf);
+	hga_free(&a);
+	free(c);
+	/* an empty window */
+	opt.from_ns = 10;
+	opt.to_ns = 10;
+	EXPECT_EQ(-1, hga_init(&a, &opt));
+}
+
+/*
+ * A random sequence over 2 guests x 2 vCPUs, 3 host CPUs and a few host
+ * tasks: whatever the order of states, every slice and every vCPU adds
+ * up to its wall time exactly, and every component's buckets to it.
+ */
+TEST(random_exactness)
+{
+	struct cap *c = calloc(1, sizeof(*c));
+	struct hga_options opt = { .slice_cb = cap_slice, .ctx = c };
+	static const uint32_t reasons[] = { VMX_CPUID, VMX_EXTINT, VMX_HLT, VMX_IO, 200 };
+	uint64_t first[2][2] = { { 0 } }, seed = 12345, t = 1000, sum;
+	int tid_of_cpu_vcpu[2][2] = { { 1000, 1001 }, { 2000, 2001 } };
+	struct hga a;
+	uint32_t i;
+	int n, k;
+
+	ASSERT_NE(NULL, c);
+	ASSERT_EQ(0, hga_init(&a, &opt));
+	for (n = 0; n < 20000; n++) {
+		int g, v, cpu, kind, r;
+
+		seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+		r = (int)(seed >> 33);
+		t += (uint64_t)(r % 97);
+		g = r & 1;
+		v = (r >> 1) & 1;
+		cpu = (r >> 2) % 3;
+		kind = (r >> 4) % 6;
+		/* a vCPU's time begins at its first kvm_* or guest switch */
+		if (!first[g][v] && kind != 2 && kind != 5)
+			first[g][v] = t;
+		switch (kind) {
+		case 0:
+		case 1:
+			ASSERT_EQ(0, kvm(&a, t, kind == 0, g, v, cpu, tid_of_cpu_vcpu[g][v],
+					 reasons[(r >> 8) % 5]));
+			break;
+		case 2:
+			ASSERT_EQ(0, hsw(&a, t, cpu, (r >> 8) % 3 ? 3000 + (r >> 10) % 4 :
+					 tid_of_cpu_vcpu[(r >> 12) & 1][(r >> 13) & 1],
+					 (r >> 14) & 1, "p", (r >> 15) % 3 ? 3000 + (r >> 17) % 4 :
+					 tid_of_cpu_vcpu[(r >> 19) & 1][(r >> 20) & 1], "n"));
+			break;
+		case 3:
+		case 4:
+			ASSERT_EQ(0, gsw(&a, t, g, v, (r >> 8) % 5, (r >> 11) % 5, "g",
+					 (uint64_t)((r >> 14) % 50)));
+			break;
+		default:
+			ASSERT_EQ(0, disrupt(&a, t, g, (r >> 8) & 1));
+		}
+	}
+	ASSERT_EQ(0, hga_finish(&a, t + 10));
+	EXPECT_GT(c->n, 1000);
+	EXPECT_EQ(0, c->nr_bad_sums);
+	EXPECT_EQ(0, a.first_err[0]);
+	ASSERT_EQ(4, a.nr_vcpus);
+	for (i = 0; i < 4; i++) {
+		const struct hga_split *s = hga_vcpu_split(&a, i >> 1, i & 1);
+		uint64_t e = 0, o = 0;
+		uint32_t j;
+
+		ASSERT_NE(NULL, s);
+
+		sum = 0;
+		for (k = 0; k < HGA_NR_COMP; k++)
+			sum += s->ns[k];
+		EXPECT_EQ(t + 10 - first[i >> 1][i & 1], sum);
+		for (j = 0; j < s->exits.n; j++)
+			e += s->exits.v[j].ns;
+		for (j = 0; j < s->offenders.n; j++)
+			o += s->offenders.v[j].ns;
+		EXPECT_EQ(s->ns[HGA_C_EXIT], e);
+		EXPECT_EQ(s->ns[HGA_C_PREEMPTED], o);
+	}
+	hga_free(&a);
+	free(c);
+}
+
+TEST_HARNESS_MAIN

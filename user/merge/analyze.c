@@ -1,0 +1,999 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Where a guest's time went (analyze.h, Documentation/analyze.rst).
+ *
+ * State, all bounded by vCPUs, host CPUs and threads seen:
+ *   per vCPU: its host thread and host CPU, whether that thread runs
+ *     (host sched_switch, or any kvm_* event it traced), its mode (guest,
+ *     exit by reason, halted), a disruption, the time charged so far,
+ *     its open slice's split and its whole split;
+ *   per host CPU: the task running there (the offender of a preempted
+ *     vCPU whose thread last ran there);
+ *   per guest thread: the totals of its certain slices.
+ *
+ * Ordering: every event first charges the time since the affected
+ * vCPUs' last charge to the component their state said, and only then
+ * changes that state.  A host sched_switch on CPU c changes the offender
+ * of every preempted vCPU that last ran on c, so those are charged
+ * before the CPU's current task changes.  Each vCPU is charged over
+ * contiguous [last, t) pieces, so its slices' components add up to
+ * their wall time exactly.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analyze.h"
+#include "json.h"
+
+enum { RUN_UNKNOWN, RUN_ON, RUN_OFF_RUNNABLE, RUN_OFF_BLOCKED };
+enum { MODE_UNKNOWN, MODE_GUEST, MODE_EXIT, MODE_HALT };
+
+#define NO_TID_KEY	UINT64_MAX	/* an offender not known (its CPU never switched) */
+
+struct hga_vcpu_state {
+	int32_t guest, vcpu;
+	int32_t host_tid;		/* -1: not known (yet, or since a restore) */
+	int32_t host_cpu;		/* where it runs or last ran, -1 */
+	uint8_t run, mode;
+	bool disrupted;
+	bool started;			/* last_ns is valid */
+	uint64_t exit_key;		/* MODE_EXIT: isa << 32 | reason */
+	uint64_t last_ns;		/* charged up to here */
+	struct hga_split tot;		/* all its time in the window */
+	/* the open slice */
+	bool in_slice;
+	int32_t tid;
+	char comm[HGA_COMM_LEN];
+	uint64_t start_ns, start_bound_ns;
+	struct hga_split split;
+};
+
+struct hga_cpu_state {
+	int32_t curr_tid;
+	bool known;
+};
+
+static const char *const comp_names[HGA_NR_COMP] = {
+	[HGA_C_GUEST] = "guest",
+	[HGA_C_EXIT] = "exits",
+	[HGA_C_PREEMPTED] = "preempted",
+	[HGA_C_HOST_BLOCKED] = "host_blocked",
+	[HGA_C_HALTED] = "halted",
+	[HGA_C_DISRUPTED] = "disrupted",
+	[HGA_C_UNKNOWN] = "unknown",
+};
+
+const char *hga_comp_name(enum hga_comp c)
+{
+	return (unsigned int)c < HGA_NR_COMP ? comp_names[c] : "?";
+}
+
+/* The basic exit reasons of Intel's SDM (appendix C) and AMD's APM (vol. 2, app. C) seen most. */
+static const struct {
+	uint32_t isa, reason;
+	const char *name;
+} exit_names[] = {
+	{ HGA_ISA_VMX, 0, "EXCEPTION_NMI" },
+	{ HGA_ISA_VMX, 1, "EXTERNAL_INTERRUPT" },
+	{ HGA_ISA_VMX, 7, "INTERRUPT_WINDOW" },
+	{ HGA_ISA_VMX, 10, "CPUID" },
+	{ HGA_ISA_VMX, 12, "HLT" },
+	{ HGA_ISA_VMX, 18, "VMCALL" },
+	{ HGA_ISA_VMX, 28, "CR_ACCESS" },
+	{ HGA_ISA_VMX, 30, "IO_INSTRUCTION" },
+	{ HGA_ISA_VMX, 31, "MSR_READ" },
+	{ HGA_ISA_VMX, 32, "MSR_WRITE" },
+	{ HGA_ISA_VMX, 40, "PAUSE_INSTRUCTION" },
+	{ HGA_ISA_VMX, 44, "APIC_ACCESS" },
+	{ HGA_ISA_VMX, 48, "EPT_VIOLATION" },
+	{ HGA_ISA_VMX, 49, "EPT_MISCONFIG" },
+	{ HGA_ISA_VMX, 52, "PREEMPTION_TIMER" },
+	{ HGA_ISA_SVM, 0x060, "INTR" },
+	{ HGA_ISA_SVM, 0x072, "CPUID" },
+	{ HGA_ISA_SVM, 0x078, "HLT" },
+	{ HGA_ISA_SVM, 0x07b, "IOIO" },
+	{ HGA_ISA_SVM, 0x07c, "MSR" },
+	{ HGA_ISA_SVM, 0x081, "VMMCALL" },
+	{ HGA_ISA_SVM, 0x400, "NPF" },
+};
+
+const char *hga_exit_name(uint32_t isa, uint32_t reason)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(exit_names) / sizeof(exit_names[0]); i++)
+		if (exit_names[i].isa == isa && exit_names[i].reason == reason)
+			return exit_names[i].name;
+	return NULL;
+}
+
+bool hga_exit_is_hlt(uint32_t isa, uint32_t reason)
+{
+	return (isa == HGA_ISA_VMX && reason == 12) || (isa == HGA_ISA_SVM && reason == 0x078);
+}
+
+/* ---- buckets and splits ---- */
+
+static int bucket_add(struct hga_buckets *b, uint64_t key, uint64_t ns, uint64_t count)
+{
+	uint32_t i;
+
+	for (i = 0; i < b->n; i++) {
+		if (b->v[i].key == key) {
+			b->v[i].ns += ns;
+			b->v[i].count += count;
+			return 0;
+		}
+	}
+	if (b->n == b->cap) {
+		uint32_t cap = b->cap ? b->cap * 2 : 8;
+		struct hga_bucket *v = realloc(b->v, cap * sizeof(*v));
+
+		if (!v)
+			return -1;
+		b->v = v;
+		b->cap = cap;
+	}
+	b->v[b->n++] = (struct hga_bucket){ .key = key, .ns = ns, .count = count };
+	return 0;
+}
+
+static int split_add(struct hga_split *dst, const struct hga_split *src)
+{
+	uint32_t i;
+	int c;
+
+	for (c = 0; c < HGA_NR_COMP; c++)
+		dst->ns[c] += src->ns[c];
+	for (i = 0; i < src->exits.n; i++)
+		if (bucket_add(&dst->exits, src->exits.v[i].key, src->exits.v[i].ns,
+			       src->exits.v[i].count))
+			return -1;
+	for (i = 0; i < src->offenders.n; i++)
+		if (bucket_add(&dst->offenders, src->offenders.v[i].key, src->offenders.v[i].ns,
+			       src->offenders.v[i].count))
+			return -1;
+	return 0;
+}
+
+/* Emptied, its arrays kept for the next slice. */
+static void split_reset(struct hga_split *s)
+{
+	memset(s->ns, 0, sizeof(s->ns));
+	s->exits.n = 0;
+	s->offenders.n = 0;
+}
+
+static void split_free(struct hga_split *s)
+{
+	free(s->exits.v);
+	free(s->offenders.v);
+	memset(s, 0, sizeof(*s));
+}
+
+static uint64_t split_sum(const struct hga_split *s)
+{
+	uint64_t sum = 0;
+	int c;
+
+	for (c = 0; c < HGA_NR_COMP; c++)
+		sum += s->ns[c];
+	return sum;
+}
+
+/* ---- state ---- */
+
+static void refuse(struct hga *a, uint64_t *counter, const char *fmt, const char *what,
+		   uint64_t host_ns)
+{
+	(*counter)++;
+	if (!a->first_err[0])
+		snprintf(a->first_err, sizeof(a->first_err), fmt, what, host_ns);
+}
+
+int hga_init(struct hga *a, const struct hga_options *opt)
+{
+	memset(a, 0, sizeof(*a));
+	if (opt)
+		a->opt = *opt;
+	if (!a->opt.to_ns)
+		a->opt.to_ns = UINT64_MAX;
+	if (a->opt.to_ns <= a->opt.from_ns)
+		return -1;
+	return 0;
+}
+
+static uint64_t clip(const struct hga *a, uint64_t t)
+{
+	if (t < a->opt.from_ns)
+		return a->opt.from_ns;
+	if (t > a->opt.to_ns)
+		return a->opt.to_ns;
+	return t;
+}
+
+static struct hga_vcpu_state *find_vcpu(struct hga *a, int32_t guest, int32_t vcpu)
+{
+	uint32_t i;
+
+	for (i = 0; i < a->nr_vcpus; i++)
+		if (a->vcpus[i].guest == guest && a->vcpus[i].vcpu == vcpu)
+			return &a->vcpus[i];
+	return NULL;
+}
+
+static struct hga_vcpu_state *get_vcpu(struct hga *a, int32_t guest, int32_t vcpu)
+{
+	struct hga_vcpu_state *v = find_vcpu(a, guest, vcpu);
+
+	if (v)
+		return v;
+	if (a->nr_vcpus == a->cap_vcpus) {
+		uint32_t cap = a->cap_vcpus ? a->cap_vcpus * 2 : 8;
+
+		v = realloc(a->vcpus, cap * sizeof(*v));
+		if (!v)
+			return NULL;
+		a->vcpus = v;
+		a->cap_vcpus = cap;
+	}
+	v = &a->vcpus[a->nr_vcpus++];
+	memset(v, 0, sizeof(*v));
+	v->guest = guest;
+	v->vcpu = vcpu;
+	v->host_tid = -1;
+	v->host_cpu = -1;
+	return v;
+}
+
+static struct hga_cpu_state *get_cpu(struct hga *a, int32_t cpu)
+{
+	if ((uint32_t)cpu >= a->nr_cpus) {
+		uint32_t n = (uint32_t)cpu + 1;
+		struct hga_cpu_state *c = realloc(a->cpus, n * sizeof(*c));
+
+		if (!c)
+			return NULL;
+		memset(c + a->nr_cpus, 0, (n - a->nr_cpus) * sizeof(*c));
+		a->cpus = c;
+		a->nr_cpus = n;
+	}
+	return &a->cpus[cpu];
+}
+
+static int set_name(struct hga *a, int32_t tid, const char *comm)
+{
+	uint32_t i;
+
+	if (!comm[0])
+		return 0;
+	for (i = 0; i < a->nr_names; i++)
+		if (a->names[i].tid == tid)
+			break;
+	if (i == a->nr_names) {
+		if (a->nr_names == a->cap_names) {
+			uint32_t cap = a->cap_names ? a->cap_names * 2 : 32;
+			void *p = realloc(a->names, cap * sizeof(*a->names));
+
+			if (!p)
+				return -1;
+			a->names = p;
+			a->cap_names = cap;
+		}
+		a->nr_names++;
+		a->names[i].tid = tid;
+	}
+	memcpy(a->names[i].comm, comm, HGA_COMM_LEN);
+	a->names[i].comm[HGA_COMM_LEN - 1] = '\0';
+	return 0;
+}
+
+static const char *host_name(const struct hga *a, uint64_t key)
+{
+	uint32_t i;
+
+	if (key == NO_TID_KEY)
+		return "(unknown)";
+	for (i = 0; i < a->nr_names; i++)
+		if ((uint64_t)(uint32_t)a->names[i].tid == key)
+			return a->names[i].comm;
+	return "?";
+}
+
+/* The component the vCPU's state says now (and its key for the buckets). */
+static enum hga_comp classify(const struct hga *a, const struct hga_vcpu_state *v, uint64_t *key)
+{
+	*key = 0;
+	if (v->disrupted)
+		return HGA_C_DISRUPTED;
+	if (v->mode == MODE_HALT)
+		return HGA_C_HALTED;
+	if (v->run == RUN_OFF_RUNNABLE) {
+		*key = NO_TID_KEY;
+		if (v->host_cpu >= 0 && (uint32_t)v->host_cpu < a->nr_cpus &&
+		    a->cpus[v->host_cpu].known)
+			*key = (uint32_t)a->cpus[v->host_cpu].curr_tid;
+		return HGA_C_PREEMPTED;
+	}
+	if (v->run == RUN_OFF_BLOCKED)
+		return HGA_C_HOST_BLOCKED;
+	if (v->mode == MODE_GUEST)
+		return HGA_C_GUEST;
+	if (v->mode == MODE_EXIT) {
+		*key = v->exit_key;
+		return HGA_C_EXIT;
+	}
+	return HGA_C_UNKNOWN;
+}
+
+static int split_charge(struct hga_split *s, enum hga_comp c, uint64_t key, uint64_t ns)
+{
+	s->ns[c] += ns;
+	if (c == HGA_C_EXIT)
+		return bucket_add(&s->exits, key, ns, 0);
+	if (c == HGA_C_PREEMPTED)
+		return bucket_add(&s->offenders, key, ns, 0);
+	return 0;
+}
+
+/* [v->last_ns, t) to the component of v's state, within the window. */
+static int charge(struct hga *a, struct hga_vcpu_state *v, uint64_t t)
+{
+	uint64_t t0, t1, key;
+	enum hga_comp c;
+
+	if (!v->started) {
+		v->started = true;
+		v->last_ns = t;
+		return 0;
+	}
+	if (t <= v->last_ns)
+		return 0;
+	t0 = clip(a, v->last_ns);
+	t1 = clip(a, t);
+	v->last_ns = t;
+	if (t1 == t0)
+		return 0;
+	c = classify(a, v, &key);
+	if (split_charge(&v->tot, c, key, t1 - t0))
+		return -1;
+	if (v->in_slice && split_charge(&v->split, c, key, t1 - t0))
+		return -1;
+	return 0;
+}
+
+/* A count (an exit or preemption begun at @t) in the vCPU's splits. */
+static int count_at(struct hga *a, struct hga_vcpu_state *v, enum hga_comp c, uint64_t key,
+		    uint64_t t)
+{
+	struct hga_buckets *tb = c == HGA_C_EXIT ? &v->tot.exits : &v->tot.offenders;
+	struct hga_buckets *sb = c == HGA_C_EXIT ? &v->split.exits : &v->split.offenders;
+
+	if (t < a->opt.from_ns || t >= a->opt.to_ns)
+		return 0;
+	if (bucket_add(tb, key, 0, 1))
+		return -1;
+	if (v->in_slice && bucket_add(sb, key, 0, 1))
+		return -1;
+	return 0;
+}
+
+/* The host CPU's running task becomes @tid at @t: its preempted vCPUs charged first. */
+static int set_cpu_curr(struct hga *a, int32_t cpu, int32_t tid, uint64_t t)
+{
+	struct hga_cpu_state *c = get_cpu(a, cpu);
+	uint32_t i;
+
+	if (!c)
+		return -1;
+	if (c->known && c->curr_tid == tid)
+		return 0;
+	for (i = 0; i < a->nr_vcpus; i++) {
+		struct hga_vcpu_state *v = &a->vcpus[i];
+
+		if (v->run == RUN_OFF_RUNNABLE && v->host_cpu == cpu && charge(a, v, t))
+			return -1;
+	}
+	c->known = true;
+	c->curr_tid = tid;
+	return 0;
+}
+
+static struct hga_total *get_total(struct hga_total **arr, uint32_t *nr, uint32_t *cap,
+				   int32_t guest, int32_t vcpu, int32_t tid)
+{
+	struct hga_total *t;
+	uint32_t i;
+
+	for (i = 0; i < *nr; i++)
+		if ((*arr)[i].guest == guest && (*arr)[i].vcpu == vcpu && (*arr)[i].tid == tid)
+			return &(*arr)[i];
+	if (*nr == *cap) {
+		uint32_t ncap = *cap ? *cap * 2 : 16;
+
+		t = realloc(*arr, ncap * sizeof(*t));
+		if (!t)
+			return NULL;
+		*arr = t;
+		*cap = ncap;
+	}
+	t = &(*arr)[(*nr)++];
+	memset(t, 0, sizeof(*t));
+	t->guest = guest;
+	t->vcpu = vcpu;
+	t->tid = tid;
+	return t;
+}
+
+static uint64_t sat_add(uint64_t x, uint64_t y)
+{
+	return x + y < x ? UINT64_MAX : x + y;
+}
+
+/* Closes v's open slice at @t (charged up to @t already). */
+static int close_slice(struct hga *a, struct hga_vcpu_state *v, uint64_t t, uint64_t end_bound_ns,
+		       uint32_t flags)
+{
+	struct hga_slice s = {
+		.guest = v->guest, .vcpu = v->vcpu, .tid = v->tid,
+		.start_ns = v->start_ns, .end_ns = t,
+		.bound_ns = v->start_bound_ns > end_bound_ns ? v->start_bound_ns : end_bound_ns,
+		.flags = flags, .split = &v->split,
+	};
+	struct hga_total *tot;
+	int ret = 0;
+
+	memcpy(s.comm, v->comm, sizeof(s.comm));
+	v->in_slice = false;
+	s.wall_ns = clip(a, t) - clip(a, v->start_ns);
+	if (!s.wall_ns)
+		goto out;
+	if (v->start_ns < a->opt.from_ns || t > a->opt.to_ns)
+		s.flags |= HGA_SL_CLIPPED;
+	/* the slice's length is not known to better than its ends' bounds */
+	if (t - v->start_ns <= sat_add(v->start_bound_ns, end_bound_ns))
+		s.flags |= HGA_SL_UNCERTAIN;
+	if (split_sum(&v->split) != s.wall_ns && !a->first_err[0])
+		snprintf(a->first_err, sizeof(a->first_err),
+			 "internal: a slice's split (%" PRIu64 " ns) is not its wall time (%" PRIu64 " ns)",
+			 split_sum(&v->split), s.wall_ns);
+	/* thread 0 is each CPU's idle task: one per vCPU */
+	tot = get_total(&a->threads, &a->nr_threads, &a->cap_threads, v->guest,
+			v->tid ? -1 : v->vcpu, v->tid);
+	if (!tot) {
+		ret = -1;
+		goto out;
+	}
+	if (s.comm[0])
+		memcpy(tot->comm, s.comm, sizeof(tot->comm));
+	if (s.flags & HGA_SL_UNCERTAIN) {
+		tot->nr_uncertain++;
+		tot->uncertain_ns += s.wall_ns;
+	} else {
+		tot->nr_slices++;
+		tot->wall_ns += s.wall_ns;
+		if (split_add(&tot->split, &v->split)) {
+			ret = -1;
+			goto out;
+		}
+	}
+	if (a->opt.slice_cb)
+		ret = a->opt.slice_cb(a->opt.ctx, &s);
+out:
+	split_reset(&v->split);
+	return ret;
+}
+
+static bool guest_ok(int32_t guest)
+{
+	return guest >= 0 && guest < HGA_MAX_GUESTS;
+}
+
+static bool vcpu_ok(int32_t vcpu)
+{
+	return vcpu >= 0 && vcpu < HGA_MAX_VCPUS;
+}
+
+static bool cpu_ok(int32_t cpu)
+{
+	return cpu >= 0 && cpu < HGA_MAX_HOST_CPUS;
+}
+
+static const char *const kind_names[HGA_EV_NR_KINDS] = {
+	[HGA_EV_KVM_ENTRY] = "kvm_entry",
+	[HGA_EV_KVM_EXIT] = "kvm_exit",
+	[HGA_EV_HOST_SWITCH] = "host sched_switch",
+	[HGA_EV_GUEST_SWITCH] = "guest sched_switch",
+	[HGA_EV_DISRUPT_BEGIN] = "disruption begin",
+	[HGA_EV_DISRUPT_END] = "disruption end",
+};
+
+static int on_kvm(struct hga *a, const struct hga_event *ev)
+{
+	struct hga_vcpu_state *v = get_vcpu(a, ev->guest, ev->vcpu);
+	uint64_t t = ev->host_ns;
+
+	if (!v)
+		return -1;
+	/* the vCPU's thread runs on host_cpu now: that CPU's task is it */
+	if (set_cpu_curr(a, ev->host_cpu, ev->host_tid, t) || charge(a, v, t))
+		return -1;
+	v->host_tid = ev->host_tid;
+	v->host_cpu = ev->host_cpu;
+	v->run = RUN_ON;
+	if (ev->kind == HGA_EV_KVM_ENTRY) {
+		v->mode = MODE_GUEST;
+		return 0;
+	}
+	if (hga_exit_is_hlt(ev->exit_isa, ev->exit_reason)) {
+		v->mode = MODE_HALT;
+		return 0;
+	}
+	v->mode = MODE_EXIT;
+	v->exit_key = (uint64_t)ev->exit_isa << 32 | ev->exit_reason;
+	return count_at(a, v, HGA_C_EXIT, v->exit_key, t);
+}
+
+static int on_host_switch(struct hga *a, const struct hga_event *ev)
+{
+	uint64_t t = ev->host_ns;
+	uint32_t i;
+
+	if (set_name(a, ev->prev_tid, ev->prev_comm) || set_name(a, ev->next_tid, ev->next_comm))
+		return -1;
+	/* the vCPUs preempted on this CPU change offender: charged before */
+	if (set_cpu_curr(a, ev->host_cpu, ev->next_tid, t))
+		return -1;
+	for (i = 0; i < a->nr_vcpus; i++) {
+		struct hga_vcpu_state *v = &a->vcpus[i];
+
+		if (v->host_tid < 0)
+			continue;
+		if (v->host_tid == ev->prev_tid) {
+			if (charge(a, v, t))
+				return -1;
+			v->run = ev->prev_runnable ? RUN_OFF_RUNNABLE : RUN_OFF_BLOCKED;
+			v->host_cpu = ev->host_cpu;
+			if (ev->prev_runnable && v->mode != MODE_HALT && !v->disrupted &&
+			    count_at(a, v, HGA_C_PREEMPTED, (uint32_t)ev->next_tid, t))
+				return -1;
+		} else if (v->host_tid == ev->next_tid) {
+			/* on another CPU than it left: a migration */
+			if (charge(a, v, t))
+				return -1;
+			v->run = RUN_ON;
+			v->host_cpu = ev->host_cpu;
+		}
+	}
+	return 0;
+}
+
+static int on_guest_switch(struct hga *a, const struct hga_event *ev)
+{
+	struct hga_vcpu_state *v = get_vcpu(a, ev->guest, ev->vcpu);
+	uint64_t t = ev->host_ns;
+	int ret = 0;
+
+	if (!v || charge(a, v, t))
+		return -1;
+	if (v->in_slice) {
+		uint32_t flags = 0;
+
+		if (v->tid != ev->prev_tid) {
+			flags |= HGA_SL_LOST_SWITCH;
+			a->nr_lost_switch++;
+		}
+		ret = close_slice(a, v, t, ev->bound_ns, flags);
+	}
+	v->in_slice = true;
+	v->tid = ev->next_tid;
+	memcpy(v->comm, ev->next_comm, sizeof(v->comm));
+	v->comm[HGA_COMM_LEN - 1] = '\0';
+	v->start_ns = t;
+	v->start_bound_ns = ev->bound_ns;
+	return ret;
+}
+
+static int on_disrupt(struct hga *a, const struct hga_event *ev)
+{
+	uint32_t i;
+
+	for (i = 0; i < a->nr_vcpus; i++) {
+		struct hga_vcpu_state *v = &a->vcpus[i];
+
+		if (v->guest != ev->guest)
+			continue;
+		if (charge(a, v, ev->host_ns))
+			return -1;
+		if (ev->kind == HGA_EV_DISRUPT_BEGIN) {
+			v->disrupted = true;
+			continue;
+		}
+		/* the new VM: new threads, nothing known until its kvm events */
+		v->disrupted = false;
+		v->run = RUN_UNKNOWN;
+		v->mode = MODE_UNKNOWN;
+		v->host_tid = -1;
+		v->host_cpu = -1;
+	}
+	return 0;
+}
+
+int hga_event(struct hga *a, const struct hga_event *ev)
+{
+	const char *what;
+	int ret;
+
+	if (a->finished || !ev || ev->kind == 0 || ev->kind >= HGA_EV_NR_KINDS) {
+		refuse(a, &a->nr_bad, "an event of unknown kind%s at %" PRIu64 " ns", "",
+		       ev ? ev->host_ns : 0);
+		return 1;
+	}
+	what = kind_names[ev->kind];
+	if (ev->host_ns < a->last_ns) {
+		refuse(a, &a->nr_regressions, "%s at %" PRIu64 " ns: before the event already taken",
+		       what, ev->host_ns);
+		return 1;
+	}
+	switch (ev->kind) {
+	case HGA_EV_KVM_ENTRY:
+	case HGA_EV_KVM_EXIT:
+		if (!guest_ok(ev->guest) || !vcpu_ok(ev->vcpu) || !cpu_ok(ev->host_cpu) ||
+		    ev->host_tid <= 0)
+			goto bad;
+		break;
+	case HGA_EV_HOST_SWITCH:
+		if (!cpu_ok(ev->host_cpu) || ev->prev_tid < 0 || ev->next_tid < 0)
+			goto bad;
+		break;
+	case HGA_EV_GUEST_SWITCH:
+		if (!guest_ok(ev->guest) || !vcpu_ok(ev->vcpu) || ev->prev_tid < 0 ||
+		    ev->next_tid < 0)
+			goto bad;
+		break;
+	default:
+		if (!guest_ok(ev->guest))
+			goto bad;
+	}
+	a->last_ns = ev->host_ns;
+	a->seen[ev->kind]++;
+	switch (ev->kind) {
+	case HGA_EV_KVM_ENTRY:
+	case HGA_EV_KVM_EXIT:
+		ret = on_kvm(a, ev);
+		break;
+	case HGA_EV_HOST_SWITCH:
+		ret = on_host_switch(a, ev);
+		break;
+	case HGA_EV_GUEST_SWITCH:
+		ret = on_guest_switch(a, ev);
+		break;
+	default:
+		ret = on_disrupt(a, ev);
+	}
+	return ret;
+bad:
+	refuse(a, &a->nr_bad, "%s at %" PRIu64 " ns: a field out of range", what, ev->host_ns);
+	return 1;
+}
+
+int hga_finish(struct hga *a, uint64_t end_ns)
+{
+	uint32_t i;
+	int ret;
+
+	if (a->finished)
+		return 0;
+	a->finished = true;
+	if (end_ns < a->last_ns)
+		end_ns = a->last_ns;
+	for (i = 0; i < a->nr_vcpus; i++) {
+		struct hga_vcpu_state *v = &a->vcpus[i];
+
+		if (charge(a, v, end_ns))
+			return -1;
+		if (v->in_slice) {
+			a->nr_open_end++;
+			ret = close_slice(a, v, end_ns, 0, HGA_SL_OPEN_END);
+			if (ret)
+				return ret;
+		}
+	}
+	return 0;
+}
+
+static void total_free(struct hga_total *t)
+{
+	split_free(&t->split);
+}
+
+void hga_free(struct hga *a)
+{
+	uint32_t i;
+
+	for (i = 0; i < a->nr_vcpus; i++) {
+		split_free(&a->vcpus[i].tot);
+		split_free(&a->vcpus[i].split);
+	}
+	for (i = 0; i < a->nr_threads; i++)
+		total_free(&a->threads[i]);
+	free(a->vcpus);
+	free(a->cpus);
+	free(a->threads);
+	free(a->names);
+	memset(a, 0, sizeof(*a));
+}
+
+/* ---- the report ---- */
+
+const struct hga_split *hga_vcpu_split(const struct hga *a, int32_t guest, int32_t vcpu)
+{
+	const struct hga_vcpu_state *v = find_vcpu((struct hga *)a, guest, vcpu);
+
+	return v ? &v->tot : NULL;
+}
+
+void hga_missing(const struct hga *a, char *buf, size_t len)
+{
+	size_t off = 0;
+
+#define SAY(...) do { \
+		int n_ = snprintf(buf + off, off < len ? len - off : 0, __VA_ARGS__); \
+		if (n_ > 0) \
+			off += (size_t)n_; \
+	} while (0)
+
+	if (len)
+		buf[0] = '\0';
+	if (!a->seen[HGA_EV_KVM_ENTRY] && !a->seen[HGA_EV_KVM_EXIT])
+		SAY("no kvm_entry/kvm_exit on the host: guest mode, exits and halts cannot be split (in 'unknown')\n");
+	else if (!a->seen[HGA_EV_KVM_EXIT])
+		SAY("no kvm_exit on the host: exits and halts cannot be told from guest mode\n");
+	if (!a->seen[HGA_EV_HOST_SWITCH])
+		SAY("no sched_switch on the host: preemption cannot be split (counted where the vCPU's mode says)\n");
+	if (!a->seen[HGA_EV_GUEST_SWITCH])
+		SAY("no sched_switch in the guests: no thread's slices, vCPU totals only\n");
+#undef SAY
+}
+
+/* The whole of a guest (@guest) or of all (-1): its vCPUs' splits added. */
+static int guest_split(const struct hga *a, int32_t guest, struct hga_split *out)
+{
+	uint32_t i;
+
+	memset(out, 0, sizeof(*out));
+	for (i = 0; i < a->nr_vcpus; i++)
+		if ((guest < 0 || a->vcpus[i].guest == guest) && split_add(out, &a->vcpus[i].tot))
+			return -1;
+	return 0;
+}
+
+static int cmp_bucket_ns(const void *x, const void *y)
+{
+	const struct hga_bucket *p = x, *q = y;
+
+	if (p->ns != q->ns)
+		return p->ns < q->ns ? 1 : -1;
+	return p->key < q->key ? -1 : p->key > q->key;
+}
+
+static void exit_label(char *buf, size_t len, uint64_t key)
+{
+	const char *name = hga_exit_name(key >> 32, (uint32_t)key);
+
+	if (name)
+		snprintf(buf, len, "%s", name);
+	else
+		snprintf(buf, len, "%s:%u", (key >> 32) == HGA_ISA_SVM ? "svm" : "vmx",
+			 (uint32_t)key);
+}
+
+static void print_split(FILE *out, const char *indent, const struct hga_split *s)
+{
+	uint64_t wall = split_sum(s);
+	int c;
+
+	for (c = 0; c < HGA_NR_COMP; c++) {
+		if (!s->ns[c] && c != HGA_C_GUEST)
+			continue;
+		fprintf(out, "%s%-13s %15" PRIu64 " ns %6.2f%%\n", indent, comp_names[c], s->ns[c],
+			wall ? 100.0 * (double)s->ns[c] / (double)wall : 0.0);
+	}
+}
+
+static void print_top(const struct hga *a, FILE *out, struct hga_buckets *b, bool exits,
+		      unsigned int top)
+{
+	char label[64];
+	uint32_t i;
+
+	qsort(b->v, b->n, sizeof(*b->v), cmp_bucket_ns);
+	for (i = 0; i < b->n && i < top; i++) {
+		if (exits)
+			exit_label(label, sizeof(label), b->v[i].key);
+		else if (b->v[i].key == NO_TID_KEY)
+			snprintf(label, sizeof(label), "(unknown task)");
+		else
+			snprintf(label, sizeof(label), "%s-%" PRIu64, host_name(a, b->v[i].key),
+				 b->v[i].key);
+		fprintf(out, "    %-24s %15" PRIu64 " ns  %" PRIu64 " %s\n", label, b->v[i].ns,
+			b->v[i].count, exits ? "exits" : "preemptions");
+	}
+}
+
+int hga_report_text(const struct hga *a, FILE *out, unsigned int top)
+{
+	struct hga_split s;
+	char missing[512];
+	uint32_t i, g;
+	int ret = 0;
+
+	fprintf(out, "# where the guests' time went (host ns)\n");
+	if (a->opt.from_ns || a->opt.to_ns != UINT64_MAX)
+		fprintf(out, "# window: [%" PRIu64 ", %" PRIu64 ") ns\n", a->opt.from_ns,
+			a->opt.to_ns);
+	hga_missing(a, missing, sizeof(missing));
+	if (missing[0])
+		fprintf(out, "# cannot split: %s", missing);
+	if (a->nr_regressions || a->nr_bad)
+		fprintf(out, "# refused: %" PRIu64 " out of host-time order, %" PRIu64
+			" malformed (first: %s)\n", a->nr_regressions, a->nr_bad, a->first_err);
+	else if (a->first_err[0])
+		fprintf(out, "# error: %s\n", a->first_err);
+	if (a->nr_lost_switch)
+		fprintf(out, "# %" PRIu64 " guest sched_switch from a thread not running there (events lost)\n",
+			a->nr_lost_switch);
+	if (a->nr_open_end)
+		fprintf(out, "# %" PRIu64 " slices never ended: cut at the trace's end\n",
+			a->nr_open_end);
+
+	for (g = 0; g < HGA_MAX_GUESTS; g++) {
+		bool any = false;
+
+		for (i = 0; i < a->nr_vcpus && !any; i++)
+			any = a->vcpus[i].guest == (int32_t)g;
+		if (!any)
+			continue;
+		if (guest_split(a, g, &s))
+			return -1;
+		fprintf(out, "\nguest %u: %" PRIu64 " ns\n", g, split_sum(&s));
+		print_split(out, "  ", &s);
+		if (s.exits.n) {
+			fprintf(out, "  exits by reason:\n");
+			print_top(a, out, &s.exits, true, top);
+		}
+		if (s.offenders.n) {
+			fprintf(out, "  preempted by (host task):\n");
+			print_top(a, out, &s.offenders, false, top);
+		}
+		split_free(&s);
+		for (i = 0; i < a->nr_vcpus; i++) {
+			const struct hga_vcpu_state *v = &a->vcpus[i];
+
+			if (v->guest != (int32_t)g)
+				continue;
+			fprintf(out, " vCPU %d: %" PRIu64 " ns\n", v->vcpu, split_sum(&v->tot));
+			print_split(out, "    ", &v->tot);
+		}
+		for (i = 0; i < a->nr_threads; i++) {
+			const struct hga_total *t = &a->threads[i];
+			int c;
+
+			if (t->guest != (int32_t)g)
+				continue;
+			fprintf(out, " thread %d (%s)", t->tid, t->comm[0] ? t->comm : "?");
+			if (t->vcpu >= 0)
+				fprintf(out, " on vCPU %d", t->vcpu);
+			fprintf(out, ": %" PRIu64 " slices, %" PRIu64 " ns", t->nr_slices, t->wall_ns);
+			for (c = 0; c < HGA_NR_COMP; c++)
+				if (t->split.ns[c])
+					fprintf(out, ", %s %" PRIu64, comp_names[c], t->split.ns[c]);
+			if (t->nr_uncertain)
+				fprintf(out, "; %" PRIu64 " uncertain slices (%" PRIu64
+					" ns, within the mapping's bound: not split)",
+					t->nr_uncertain, t->uncertain_ns);
+			fputc('\n', out);
+		}
+	}
+	if (ferror(out))
+		ret = -1;
+	return ret;
+}
+
+static void json_split(struct json_writer *w, const struct hga *a, const char *key,
+		       const struct hga_split *s)
+{
+	char label[64];
+	uint32_t i;
+	int c;
+
+	json_begin_object(w, key);
+	for (c = 0; c < HGA_NR_COMP; c++)
+		json_u64(w, comp_names[c], s->ns[c]);
+	json_begin_array(w, "exit_reasons");
+	for (i = 0; i < s->exits.n; i++) {
+		json_begin_object(w, NULL);
+		exit_label(label, sizeof(label), s->exits.v[i].key);
+		json_string(w, "reason", label);
+		json_u64(w, "isa", s->exits.v[i].key >> 32);
+		json_u64(w, "code", (uint32_t)s->exits.v[i].key);
+		json_u64(w, "ns", s->exits.v[i].ns);
+		json_u64(w, "count", s->exits.v[i].count);
+		json_end_object(w);
+	}
+	json_end_array(w);
+	json_begin_array(w, "preempted_by");
+	for (i = 0; i < s->offenders.n; i++) {
+		json_begin_object(w, NULL);
+		if (s->offenders.v[i].key == NO_TID_KEY)
+			json_null(w, "tid");
+		else
+			json_u64(w, "tid", s->offenders.v[i].key);
+		json_string(w, "comm", host_name(a, s->offenders.v[i].key));
+		json_u64(w, "ns", s->offenders.v[i].ns);
+		json_u64(w, "count", s->offenders.v[i].count);
+		json_end_object(w);
+	}
+	json_end_array(w);
+	json_end_object(w);
+}
+
+int hga_report_json(const struct hga *a, FILE *out)
+{
+	struct json_writer w;
+	struct hga_split s;
+	char missing[512], *line, *save;
+	uint32_t i;
+
+	json_init(&w, out, false);
+	json_begin_object(&w, NULL);
+	json_u64(&w, "from_ns", a->opt.from_ns);
+	if (a->opt.to_ns != UINT64_MAX)
+		json_u64(&w, "to_ns", a->opt.to_ns);
+	json_begin_array(&w, "cannot_split");
+	hga_missing(a, missing, sizeof(missing));
+	for (line = strtok_r(missing, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+		json_string(&w, NULL, line);
+	json_end_array(&w);
+	json_u64(&w, "refused_regressions", a->nr_regressions);
+	json_u64(&w, "refused_malformed", a->nr_bad);
+	json_string(&w, "first_refused", a->first_err);
+	json_u64(&w, "lost_switches", a->nr_lost_switch);
+	json_u64(&w, "open_slices", a->nr_open_end);
+	if (guest_split(a, -1, &s))
+		return -1;
+	json_split(&w, a, "all", &s);
+	split_free(&s);
+	json_begin_array(&w, "vcpus");
+	for (i = 0; i < a->nr_vcpus; i++) {
+		json_begin_object(&w, NULL);
+		json_u64(&w, "guest", a->vcpus[i].guest);
+		json_u64(&w, "vcpu", a->vcpus[i].vcpu);
+		json_split(&w, a, "split", &a->vcpus[i].tot);
+		json_end_object(&w);
+	}
+	json_end_array(&w);
+	json_begin_array(&w, "threads");
+	for (i = 0; i < a->nr_threads; i++) {
+		const struct hga_total *t = &a->threads[i];
+
+		json_begin_object(&w, NULL);
+		json_u64(&w, "guest", t->guest);
+		json_i64(&w, "tid", t->tid);
+		if (t->vcpu >= 0)
+			json_u64(&w, "vcpu", t->vcpu);
+		json_string(&w, "comm", t->comm);
+		json_u64(&w, "slices", t->nr_slices);
+		json_u64(&w, "wall_ns", t->wall_ns);
+		json_u64(&w, "uncertain_slices", t->nr_uncertain);
+		json_u64(&w, "uncertain_ns", t->uncertain_ns);
+		json_split(&w, a, "split", &t->split);
+		json_end_object(&w);
+	}
+	json_end_array(&w);
+	json_end_object(&w);
+	json_finish(&w);
+	return ferror(out) ? -1 : 0;
+}

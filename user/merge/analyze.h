@@ -1,0 +1,172 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Where a guest's time went (issue 32): each interval in which a guest
+ * believed a thread was running (its sched_switch) split, in host ns,
+ * into guest mode, VM exits by reason, preemption on the host (by which
+ * host task), the vCPU thread asleep on the host, halts, disruptions
+ * (migration/restore) and what the traces cannot say.
+ * Documentation/analyze.rst.
+ *
+ * The engine is pure: it takes decoded events (struct hga_event) in host
+ * time order, as hgm_run() hands them out, and keeps one state per vCPU,
+ * per host CPU and per thread seen, never the trace itself.  Filling
+ * hga_event from an hgm_event (libtraceevent fields) is the caller's.
+ *
+ * Exactness: every host ns between two events of a vCPU goes to exactly
+ * one component of that vCPU's open slice (integer adds, no rounding),
+ * so a slice's components add up to its wall time.
+ */
+#ifndef HGCLOCK_ANALYZE_H
+#define HGCLOCK_ANALYZE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* Range checks of hostile input (an event outside them is refused). */
+#define HGA_MAX_GUESTS		1024	/* as HGSYNC_MAX_GUESTS */
+#define HGA_MAX_VCPUS		16384	/* a guest's CPU numbers, as KVM's vcpu_id limit */
+#define HGA_MAX_HOST_CPUS	8192	/* host CPU numbers */
+#define HGA_COMM_LEN		16	/* TASK_COMM_LEN */
+
+/* kvm_exit's isa field */
+#define HGA_ISA_VMX	1
+#define HGA_ISA_SVM	2
+
+enum hga_kind {
+	HGA_EV_KVM_ENTRY = 1,	/* host: vCPU (guest, vcpu) thread host_tid enters guest mode on host_cpu */
+	HGA_EV_KVM_EXIT,	/* host: ... leaves it, for exit_isa/exit_reason */
+	HGA_EV_HOST_SWITCH,	/* host sched_switch on host_cpu: prev_tid (prev_runnable) -> next_tid */
+	HGA_EV_GUEST_SWITCH,	/* guest sched_switch on its vcpu: prev_tid -> next_tid, guest tids */
+	HGA_EV_DISRUPT_BEGIN,	/* guest stopped running (migration/restore): its old VM's last exit */
+	HGA_EV_DISRUPT_END,	/* guest runs again (the new VM's first entry) */
+	HGA_EV_NR_KINDS
+};
+
+struct hga_event {
+	uint32_t kind;			/* enum hga_kind */
+	uint64_t host_ns;		/* host clock, ns (guest events: mapped) */
+	int32_t guest;			/* KVM and guest events, disruptions */
+	int32_t vcpu;			/* KVM and guest events: the guest's CPU number */
+	int32_t host_cpu;		/* KVM events, host sched_switch */
+	int32_t host_tid;		/* KVM events: the vCPU thread */
+	uint32_t exit_isa;		/* kvm_exit: HGA_ISA_* */
+	uint32_t exit_reason;		/* kvm_exit: VMX basic exit reason or SVM exit code */
+	int32_t prev_tid, next_tid;	/* sched_switch (host tids, or the guest's) */
+	bool prev_runnable;		/* host sched_switch: prev_state was R (preempted) */
+	char prev_comm[HGA_COMM_LEN], next_comm[HGA_COMM_LEN];
+	uint64_t bound_ns;		/* guest events: the mapping's bound on host_ns */
+};
+
+/* Where one host ns of a vCPU went. */
+enum hga_comp {
+	HGA_C_GUEST,		/* in guest mode: kvm_entry .. kvm_exit */
+	HGA_C_EXIT,		/* handling a VM exit (not HLT) on the host, by reason */
+	HGA_C_PREEMPTED,	/* vCPU thread runnable, another host task on its CPU, by task */
+	HGA_C_HOST_BLOCKED,	/* vCPU thread asleep on the host outside HLT (its VMM's I/O...) */
+	HGA_C_HALTED,		/* HLT exit .. next kvm_entry: the guest idle */
+	HGA_C_DISRUPTED,	/* the guest ran nowhere: migration or restore */
+	HGA_C_UNKNOWN,		/* no event yet said which (kvm_* missing, trace start) */
+	HGA_NR_COMP
+};
+
+const char *hga_comp_name(enum hga_comp c);
+/* "HLT", "EXTERNAL_INTERRUPT", ... or NULL when not named here. */
+const char *hga_exit_name(uint32_t isa, uint32_t reason);
+bool hga_exit_is_hlt(uint32_t isa, uint32_t reason);
+
+/* A time split by key: exit reasons (isa << 32 | reason) or host tids. */
+struct hga_bucket {
+	uint64_t key;
+	uint64_t ns;
+	uint64_t count;		/* exits begun; preemptions begun */
+};
+struct hga_buckets {
+	struct hga_bucket *v;
+	uint32_t n, cap;
+};
+
+struct hga_split {
+	uint64_t ns[HGA_NR_COMP];
+	struct hga_buckets exits;	/* HGA_C_EXIT by reason: their ns add up to it */
+	struct hga_buckets offenders;	/* HGA_C_PREEMPTED by host tid: add up to it */
+};
+
+/* One closed slice: a guest thread running on a vCPU, by the guest. */
+#define HGA_SL_UNCERTAIN	(1u << 0) /* wall within the mapping's bounds at its ends */
+#define HGA_SL_OPEN_END		(1u << 1) /* never switched out: cut at the trace's end */
+#define HGA_SL_LOST_SWITCH	(1u << 2) /* the next switch's prev was another thread */
+#define HGA_SL_CLIPPED		(1u << 3) /* cut by --from/--to */
+struct hga_slice {
+	int32_t guest, vcpu, tid;
+	char comm[HGA_COMM_LEN];
+	uint64_t start_ns, end_ns;	/* host ns, as mapped (not clipped) */
+	uint64_t wall_ns;		/* within the window: = the split's sum */
+	uint64_t bound_ns;		/* the larger bound of its two ends */
+	uint32_t flags;			/* HGA_SL_* */
+	const struct hga_split *split;	/* valid during the callback only */
+};
+
+struct hga_options {
+	uint64_t from_ns, to_ns;	/* host-ns window [from, to); to 0: no end */
+	/* Each closed slice (NULL: none); returns 0 to go on. */
+	int (*slice_cb)(void *ctx, const struct hga_slice *s);
+	void *ctx;
+};
+
+/* Per guest thread: its certain slices' split and counts (vCPUs keep their own). */
+struct hga_total {
+	int32_t guest, vcpu, tid;	/* -1 where not the key */
+	char comm[HGA_COMM_LEN];	/* a thread's last name */
+	uint64_t nr_slices, wall_ns;
+	uint64_t nr_uncertain, uncertain_ns;	/* slices not attributed (HGA_SL_UNCERTAIN) */
+	struct hga_split split;
+};
+
+struct hga_vcpu_state;
+struct hga_cpu_state;
+
+/* Zeroed, then hga_init(). */
+struct hga {
+	struct hga_options opt;
+	struct hga_vcpu_state *vcpus;
+	uint32_t nr_vcpus, cap_vcpus;
+	struct hga_cpu_state *cpus;	/* indexed by host CPU, grown on demand */
+	uint32_t nr_cpus;
+	struct hga_total *threads;		/* per guest thread (idle: per vCPU too) */
+	uint32_t nr_threads, cap_threads;
+	/* host tasks' names, for the offenders (tid -> last comm) */
+	struct { int32_t tid; char comm[HGA_COMM_LEN]; } *names;
+	uint32_t nr_names, cap_names;
+	uint64_t last_ns;			/* the latest event's host ns */
+	uint64_t seen[HGA_EV_NR_KINDS];		/* events taken, by kind */
+	/* refused input, each counted; the first said in first_err */
+	uint64_t nr_regressions;		/* host_ns before the last event's */
+	uint64_t nr_bad;			/* out of range, unknown kind */
+	uint64_t nr_lost_switch;		/* guest switch from a thread not running */
+	uint64_t nr_open_end;			/* slices cut at the end */
+	char first_err[160];
+	bool finished;
+};
+
+int hga_init(struct hga *a, const struct hga_options *opt);
+/*
+ * One event, in host-time order.  0: taken; 1: refused (counted, said in
+ * the report); -1: out of memory; else the slice callback's value.
+ */
+int hga_event(struct hga *a, const struct hga_event *ev);
+/* Closes the slices still open at @end_ns (the trace's end). */
+int hga_finish(struct hga *a, uint64_t end_ns);
+void hga_free(struct hga *a);
+
+/* A vCPU's whole split (every ns since its first event, in the window), or NULL. */
+const struct hga_split *hga_vcpu_split(const struct hga *a, int32_t guest, int32_t vcpu);
+
+/* What the input lacks, as report lines (one per missing kind) in @buf. */
+void hga_missing(const struct hga *a, char *buf, size_t len);
+
+/* The report: text (top @top offenders and reasons), or one JSON object. */
+int hga_report_text(const struct hga *a, FILE *out, unsigned int top);
+int hga_report_json(const struct hga *a, FILE *out);
+
+#endif /* HGCLOCK_ANALYZE_H */
