@@ -344,19 +344,23 @@ vm_initramfs() {
 #   VM_SHARES        array of "TAG=DIR" or "TAG=DIR:ro" 9p exports, in
 #                    addition to the read-only root ("hostroot")
 #   VM_QEMU_EXTRA    array of extra qemu arguments
+#   VM_MONITOR       a unix socket path for QEMU's human monitor
+#                    (tools/vm/last-look reads a hung VM through it);
+#                    default: no monitor
 # Commas in paths are doubled, as qemu's option syntax wants.
 # The VM gets no network card and no display; ttyS0 is the kernel console.
 vm_qemu_cmd() {
-	local accel=${VM_ACCEL:-tcg} cpu=${VM_CPU:-} s tag dir ro
+	local accel=${VM_ACCEL:-tcg} cpu=${VM_CPU:-} s tag dir ro mon=none
 
 	case $accel in
 	tcg) VM_QEMU=(-accel "tcg,thread=${VM_TCG_THREAD:-multi}"); cpu=${cpu:-max} ;;
 	kvm) VM_QEMU=(-accel kvm); cpu=${cpu:-host} ;;
 	*) vm_msg "unknown accelerator '$accel' (tcg or kvm)"; return 1 ;;
 	esac
+	[ -z "${VM_MONITOR:-}" ] || mon="unix:${VM_MONITOR//,/,,},server=on,wait=off"
 	# shellcheck disable=SC2054 # commas belong to qemu's option syntax
 	VM_QEMU=(qemu-system-x86_64 -nodefaults -no-user-config -no-reboot
-		-display none -monitor none "${VM_QEMU[@]}"
+		-display none -monitor "$mon" "${VM_QEMU[@]}"
 		-cpu "$cpu" -smp "${VM_SMP:-2}" -m "${VM_MEM:-2048}"
 		-kernel "${VM_IMAGE:-/boot/vmlinuz-$VM_KVER}" -initrd "$VM_INITRD"
 		-append "console=ttyS0 quiet panic=-1 ${VM_APPEND:-}"

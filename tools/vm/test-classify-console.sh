@@ -217,6 +217,53 @@ expect rcu_stall_no_backtrace_loaded ours "rcu_preempt detected stalls" -- "$tmp
 grep -v 'hgclock:' "$tmp/steady/console.log" >"$tmp/stall-nomod.log"
 expect rcu_stall_not_loaded infra "rcu_preempt detected stalls" -- --rc 124 "$tmp/stall-nomod.log"
 
+# The same unreadable stall in a VM that then hung until the timeout,
+# with the emulator's last look at its vCPUs (tools/vm/last-look, as
+# tools/vm/run writes it into the log directory and prints it).
+mkdir -p "$tmp/look-clean" "$tmp/look-stack" "$tmp/look-stuck" "$tmp/look-mute"
+for d in look-clean look-stack look-stuck look-mute; do
+	cp "$tmp/steady-noanswer.log" "$tmp/$d/console.log"
+done
+cat >"$tmp/look-clean/last-look.log" <<'EOF2'
+last look: cpu 0: halted IF=1 at pv_native_safe_halt+0xf, RIP unchanged in 3 samples
+last look: cpu 0: stack: none of hgclock's addresses in 256 words from RSP
+last look: cpu 1: running kernel IF=0 at native_queued_spin_lock_slowpath+0x6e, RIP moved in 3 samples (native_queued_spin_lock_slowpath+0x6e, native_queued_spin_lock_slowpath+0x71)
+last look: cpu 1: stack: none of hgclock's addresses in 256 words from RSP
+last look: verdict: no hgclock address in a vCPU's RIP or on a running vCPU's stack
+EOF2
+expect look_clean_stall_infra infra "cpu 1: running kernel IF=0 at native_queued_spin_lock_slowpath+0x6e" -- --rc 124 "$tmp/look-clean"
+# The same look as tools/vm/run printed it, in a runner's output.
+{
+	echo 'ok 1 nested.insmod'
+	echo 'run: the emulator'"'"'s last look at the hung VM'"'"'s vCPUs (x/last-look.log):'
+	sed 's/^/  /' "$tmp/look-clean/last-look.log"
+	echo 'run: TIMEOUT: killed the VM after 420 s'
+} >"$tmp/look-clean.out"
+expect look_clean_stall_runner_output infra "at the timeout the emulator saw" -- "$tmp/look-clean.out" "$tmp/steady-noanswer.log"
+# Without a timeout the look is not there to judge: still ours.
+expect look_needs_timeout ours "rcu_preempt detected stalls" -- --rc 1 "$tmp/steady-noanswer.log"
+sed -e 's/^last look: cpu 1: stack: none.*/last look: cpu 1: stack: hgclock words: hg_xcall_wait+0x42\/0x90 [hgclock]/' \
+	-e "s/^last look: verdict: .*/last look: verdict: hgclock's addresses on the stack of running cpu 1/" \
+	"$tmp/look-clean/last-look.log" >"$tmp/look-stack/last-look.log"
+expect look_hgclock_on_running_stack ours "hgclock's addresses on the stack of running cpu 1" -- --rc 124 "$tmp/look-stack"
+cat >"$tmp/look-stuck/last-look.log" <<'EOF2'
+last look: cpu 0: halted IF=1 at pv_native_safe_halt+0xf, RIP unchanged in 3 samples
+last look: cpu 1: running kernel IF=0 at hg_ring_write+0x31 [hgclock], RIP moved in 3 samples (hg_ring_write+0x2a [hgclock], hg_ring_write+0x31 [hgclock]), RIP in hgclock in 3 of 3 samples
+last look: verdict: hgclock's code on cpu 1 in every sample
+EOF2
+expect look_stuck_in_hgclock ours "hgclock's code on cpu 1 in every sample" -- --rc 124 "$tmp/look-stuck"
+# A hang with no report at all, where the look finds hgclock running.
+printf '%s\n' '[    9.500000] hgclock: loading out-of-tree module taints kernel.' >"$tmp/look-stuck/console.log"
+expect look_stuck_no_report ours "hang: hgclock's code on cpu 1" -- --rc 124 "$tmp/look-stuck"
+echo "last look: monitor: no answer in 10 s (TimeoutError): the emulator's main loop is stuck" \
+	>"$tmp/look-mute/last-look.log"
+expect look_monitor_mute infra "QEMU's monitor did not answer" -- --rc 124 "$tmp/look-mute"
+# A look that is not clean (no verdict: hgclock's symbols unknown) does
+# not clear the stall.
+grep -v verdict "$tmp/look-clean/last-look.log" >"$tmp/look-stack/last-look.log"
+echo 'last look: verdict: hgclock not loaded (as of the last module change stage2 saw)' >>"$tmp/look-stack/last-look.log"
+expect look_symbols_unknown ours "rcu_preempt detected stalls" -- --rc 124 "$tmp/look-stack"
+
 # A hung task on the console (warnings only: no stack) with hgclock
 # loaded cannot be read (CI 2026-12-02, nested 6.1); tools/vm/run's
 # kernel.log (every level, and the sysrq w/l it asks for before the kill)
@@ -705,6 +752,85 @@ expect_wait guest_wait_whole_line 0 "FLOOD-SKIPPED: not asked" FLOOD-
 expect_wait guest_wait_not_half_a_line 1 "" MARKS-1-DONE
 printf 'NE\n' >>"$tmp/con"
 expect_wait guest_wait_line_once_ended 0 "MARKS-1-DONE" MARKS-1-DONE
+
+# tools/vm/last-look against a fake QEMU monitor (a unix socket that
+# answers "info registers -a", "cpu N" and "x/256gx ADDR" as QEMU 10's
+# human monitor does, echo and prompt included).
+cat >"$tmp/fake-monitor.py" <<'EOF2'
+import os, socket, sys
+path, mode = sys.argv[1], sys.argv[2]
+HALT, SPIN, HG = 0xffffffff81001004, 0xffffffff81002010, 0xffffffffc0001008
+def regs(cpu, rip, hlt, rsp):
+    return ('CPU#%d\r\nRAX=0000000000000000 RBX=0000000000000000 RCX=0 RDX=0\r\n'
+            'RSI=0000000000000000 RDI=0000000000000000 RBP=0000000000000000 RSP=%016x\r\n'
+            'R8 =0000000000000000 R9 =0000000000000000\r\n'
+            'RIP=%016x RFL=00000246 [---Z-P-] CPL=0 II=0 A20=1 SMM=0 HLT=%d\r\n'
+            'CR0=80050033 CR2=0 CR3=0000000001000000 CR4=00350ef0\r\n\r\n') % (cpu, rsp, rip, hlt)
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.bind(path); s.listen(1)
+c, _ = s.accept()
+c.sendall(b'QEMU 10.0.2 monitor - type \'help\' for more information\r\n(qemu) ')
+buf = b''
+n = 0
+while True:
+    d = c.recv(4096)
+    if not d:
+        break
+    buf += d
+    while b'\n' in buf:
+        line, buf = buf.split(b'\n', 1)
+        cmd = line.decode().strip()
+        out = cmd + '\x1b[K\r\n'
+        if cmd == 'info registers -a':
+            n += 1
+            rip1 = HG + n if mode == 'stuck' else SPIN + n
+            out += regs(0, HALT, 1, 0xffffc90000010f00) + regs(1, rip1, 0, 0xffffc90000020e00)
+        elif cmd.startswith('x/'):
+            words = [0x1, HALT - 4, 0xffff888000001000]
+            if mode == 'stack':
+                words.append(HG + 0x20)
+            out += ''.join('%016x: 0x%016x\r\n' % (0xffffc90000020e00 + 8 * i, w) for i, w in enumerate(words))
+        c.sendall(out.encode() + b'(qemu) ')
+EOF2
+mkdir -p "$tmp/look-ctl"
+echo 'ffffffff81000000 T _text' >"$tmp/look-ctl/kaslr"
+printf '%s\n' 'ffffffff81000000 T _text' 'ffffffff81001000 T pv_native_safe_halt' \
+	'ffffffff81002000 t native_queued_spin_lock_slowpath' 'ffffffff81003000 T _etext' >"$tmp/look-map"
+printf 'ffffffffc0001000 t hg_ring_write\t[hgclock]\nffffffffc0002000 t hg_other\t[hgclock]\n' \
+	>"$tmp/look-ctl/modsyms"
+# expect_look NAME MODE WANT-EXIT TEXT...: last-look on the fake monitor in
+# MODE prints every TEXT line and exits WANT-EXIT.
+expect_look() {
+	local name=$1 mode=$2 want=$3 out rc t miss= sock=$tmp/mon-$1 fpid=
+	shift 3
+	if [ "$mode" != none ]; then
+		python3 "$tmp/fake-monitor.py" "$sock" "$mode" &
+		fpid=$!
+		for _ in $(seq 50); do [ -S "$sock" ] && break; sleep 0.1; done
+	fi
+	out=$(python3 "$here/last-look" "$sock" "$tmp/look-ctl" "$tmp/look-map" 3 2>&1)
+	rc=$?
+	[ -z "$fpid" ] || { kill "$fpid" 2>/dev/null; wait "$fpid" 2>/dev/null; }
+	for t in "$@"; do
+		grep -qF -- "$t" <<<"$out" || miss="$miss [$t]"
+	done
+	n=$((n + 1))
+	if [ "$rc" -eq "$want" ] && [ -z "$miss" ]; then
+		echo "ok $n last_look.$name"
+	else
+		echo "not ok $n last_look.$name # want exit $want, got $rc; missing:$miss; output: $(tr '\n' '|' <<<"$out")"
+		failed=$((failed + 1))
+	fi
+}
+expect_look clean clean 0 "cpu 0: halted IF=1 at pv_native_safe_halt+0x4, registers unchanged in 3 samples" \
+	"cpu 1: running kernel IF=1 at native_queued_spin_lock_slowpath+0x13, RIP moved in 3 samples" \
+	"cpu 1: stack: none of hgclock's addresses in 3 words" \
+	"verdict: no hgclock address in a vCPU's RIP or on a running vCPU's stack"
+expect_look stack stack 0 "cpu 1: stack: hgclock words: hg_ring_write+0x28 [hgclock]" \
+	"verdict: hgclock's addresses on the stack of running cpu 1"
+expect_look stuck stuck 0 "at hg_ring_write+0xb [hgclock]" "RIP in hgclock in 3 of 3 samples" \
+	"verdict: hgclock's code on cpu 1 in every sample"
+expect_look no_monitor none 2 "monitor: no answer"
 
 echo "# classify-console: $n cases, $failed failed"
 [ "$failed" -eq 0 ]
