@@ -8,7 +8,9 @@
  * meta area for the zero-syscall clock.  They are taken:
  *
  *  - periodically (snapshot_period_ms, default 1 s), from a pinned
- *    hrtimer on each CPU;
+ *    hrtimer on each housekeeping CPU: not on CPUs isolated from kernel
+ *    noise (nohz_full=, isolcpus=), which get no hgclock timer interrupt
+ *    and are snapshotted only by the events below;
  *  - when a CPU comes online (CPU hotplug callback, on that CPU);
  *  - when the system resumes from sleep (PM notifier, every CPU): resume
  *    may rewrite the cyc2ns data (tsc_restore_sched_clock_state()), and
@@ -32,6 +34,7 @@
 #include <linux/suspend.h>
 #include <linux/sched.h>
 #include <linux/sched/clock.h>
+#include <linux/sched/isolation.h>
 #include <linux/slab.h>
 #include <linux/smp.h>
 #include <linux/trace_clock.h>
@@ -61,11 +64,27 @@ static bool hg_started;			/* hotplug callbacks after setup */
  * CPU ever has to interrupt another for them (an IPI to a CPU that is
  * running a guest costs that guest a VM exit).  Each timer is started and
  * cancelled on its own CPU: by the hotplug callbacks, and by
- * hgclock_snapshot_set_period() through on_each_cpu().  HARD: expire in
+ * hgclock_snapshot_set_period() through on_each_cpu_cond().  HARD: expire in
  * hard interrupt context on PREEMPT_RT too; the snapshot path takes no
  * lock.
  */
 static DEFINE_PER_CPU(struct hrtimer, hg_snap_timer);
+
+/*
+ * Whether @cpu gets the periodic timer.  Not a CPU isolated from kernel
+ * noise: nohz_full= takes it out of HK_TYPE_TIMER (no unbound timers,
+ * the tick stopped), isolcpus= out of HK_TYPE_DOMAIN; people run
+ * latency-critical vCPUs there, and each expiry would cost such a vCPU
+ * an interrupt (a VM exit).  Such a CPU is snapshotted at load, when it
+ * comes online, at resume, into a session's new rings (RING_CONFIG) and
+ * on demand (SNAPSHOT), each time by a call on it; never by a timer.
+ * The boot-time isolation masks never change after boot.
+ */
+static bool hg_snap_timer_wanted(int cpu, void *unused)
+{
+	return housekeeping_cpu(cpu, HK_TYPE_TIMER) &&
+	       housekeeping_cpu(cpu, HK_TYPE_DOMAIN);
+}
 
 /*
  * Interrupts disabled, on the CPU described.  Returns whether the ring
@@ -167,13 +186,16 @@ static enum hrtimer_restart hg_snap_timer_fn(struct hrtimer *timer)
 	return HRTIMER_RESTART;
 }
 
-/* On the timer's own CPU, interrupts disabled (IPI or hotplug). */
+/*
+ * On the timer's own CPU, interrupts disabled (IPI or hotplug).  An
+ * isolated CPU's timer is never armed (hg_snap_timer_wanted()).
+ */
 static void hg_snap_timer_start(void *unused)
 {
 	struct hrtimer *timer = this_cpu_ptr(&hg_snap_timer);
 	u64 period = READ_ONCE(hg_period_ns);
 
-	if (period)
+	if (period && hg_snap_timer_wanted(smp_processor_id(), NULL))
 		hrtimer_start(timer, ns_to_ktime(period), HRTIMER_MODE_REL_PINNED_HARD);
 	else
 		hrtimer_try_to_cancel(timer);
@@ -182,9 +204,12 @@ static void hg_snap_timer_start(void *unused)
 void hgclock_snapshot_set_period(u64 period_ns)
 {
 	WRITE_ONCE(hg_period_ns, period_ns);
-	/* (Re)arm or stop each CPU's timer on that CPU. */
+	/*
+	 * (Re)arm or stop each CPU's timer on that CPU; no call on an
+	 * isolated CPU, whose timer is never armed.
+	 */
 	cpus_read_lock();
-	on_each_cpu(hg_snap_timer_start, NULL, 1);
+	on_each_cpu_cond(hg_snap_timer_wanted, hg_snap_timer_start, NULL, true);
 	cpus_read_unlock();
 }
 
