@@ -1186,27 +1186,38 @@ void hgclock_ring_fill_info(struct file *file, struct hgclock_info *info)
  * CPU hotplug PREPARE, in the control CPU's hotplug thread before @cpu
  * runs (and at registration for every CPU up then): @cpu's data area in
  * every session that reads records.  Never fails the bring-up: without
- * memory or room under the cap, that CPU's records are lost (and counted)
+ * memory or room under a cap, that CPU's records are lost (and counted)
  * in that session, and the kernel log says why.
  */
 static int hg_ring_cpu_prepare(unsigned int cpu)
 {
 	struct hg_session *sess;
+	unsigned int nr_failed = 0;
 	int ret = 0;
 
 	mutex_lock(&hg_ring_mutex);
 	cpumask_set_cpu(cpu, &hg_ring_cpus);
+	/*
+	 * Every session tried: one user past its ring_user_max_mb must not
+	 * cost the sessions after it on the list their data area.
+	 */
 	list_for_each_entry(sess, &hg_sessions, node) {
 		struct hg_ring *ring = rcu_dereference_protected(sess->ring,
 								 lockdep_is_held(&hg_ring_mutex));
+		int err;
 
-		if (ring && ring->consuming && !ret)
-			ret = hg_ring_add_cpu(ring, cpu);
+		if (!ring || !ring->consuming)
+			continue;
+		err = hg_ring_add_cpu(ring, cpu);
+		if (err) {
+			nr_failed++;
+			ret = err;
+		}
 	}
 	mutex_unlock(&hg_ring_mutex);
-	if (ret)
-		pr_warn("no ring for CPU %u (%s): its records will be lost\n", cpu,
-			ret == -ENOSPC ? "over ring_max_mb" : "out of memory");
+	if (nr_failed)
+		pr_warn("no ring for CPU %u in %u sessions (%s): their records of it will be lost\n",
+			cpu, nr_failed, ret == -ENOSPC ? "over a ring memory cap" : "out of memory");
 	return 0;
 }
 
