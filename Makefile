@@ -67,7 +67,7 @@ TOOL_SRCS += user/cmd/cmd_pairmark.c user/merge/markpair_trace.c
 # trace.dat handles shared by a command's readers (merge: checks, pairing, passes)
 TOOL_SRCS += user/merge/trace_pool.c
 # Where a guest's time went (Documentation/analyze.rst), unit-tested (test_analyze)
-TOOL_SRCS += user/merge/analyze.c
+TOOL_SRCS += user/merge/analyze.c user/merge/analyze_in.c
 LIB := $(BUILD)/user/libhgclock.a
 TOOL := $(BUILD)/user/hgclock
 # The shared library for applications (Documentation/library.rst): the

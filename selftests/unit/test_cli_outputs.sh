@@ -280,5 +280,61 @@ else
 	not_ok json_runs_both_sides_flows "$msg"
 fi
 
+# merge --analyze (Documentation/analyze.rst): every thread's and vCPU's
+# split adds up to its wall time, and the exits counted by reason are
+# the host trace's kvm_exit lines by reason (HLT: a component of its own).
+run -- "${merge_in[@]}" --no-text --analyze analyze.txt --analyze-json analyze.json
+if msg=$(python3 - analyze.json all.txt <<'PY'
+import collections, json, re, sys
+r = json.load(open(sys.argv[1]))
+comps = ["guest", "exits", "preempted", "host_blocked", "halted", "disrupted", "unknown"]
+bad = []
+for t in r["threads"]:
+    s = t["split"]
+    if sum(s[c] for c in comps) != t["wall_ns"]:
+        bad.append("thread %d: split %d != wall %d" % (t["tid"], sum(s[c] for c in comps), t["wall_ns"]))
+for v in r["vcpus"] + [{"split": r["all"]}]:
+    s = v["split"]
+    if sum(e["ns"] for e in s["exit_reasons"]) != s["exits"]:
+        bad.append("exit reasons do not add up to exits")
+names = {"CPUID": "CPUID", "MSR": "MSR", "INTR": "INTR", "NPF": "NPF", "VINTR": "VINTR",
+         "VMMCALL": "VMMCALL"}
+host = collections.Counter(m.group(1) for m in
+                           re.finditer(r"kvm_exit +reason EXIT_([A-Z_0-9]+)", open(sys.argv[2]).read()))
+got = {e["reason"]: e["count"] for e in r["all"]["exit_reasons"]}
+for k, v in host.items():
+    if k != "HLT" and got.get(k) != v:
+        bad.append("%s: %s exits counted, %d in the host trace" % (k, got.get(k), v))
+if not any("no sched_switch on the host" in l for l in r["cannot_split"]):
+    bad.append("the missing host sched_switch not said")
+if not r["threads"] or not host:
+    bad.append("no threads or no exits")
+print("; ".join(bad))
+sys.exit(1 if bad else 0)
+PY
+) && grep -q '^guest 0: ' analyze.txt && grep -q 'exits by reason:' analyze.txt; then
+	ok analyze_adds_up_exits_match_host
+else
+	not_ok analyze_adds_up_exits_match_host "$msg"
+fi
+# --from/--to clip the split: the vCPUs' time is the window's
+from_a=$(awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^[0-9]+\.[0-9]+:$/) {
+	if (++k == 10000) print substr($i, 1, length($i) - 1); break } }' all.txt)
+run -- "${merge_in[@]}" --no-text --from "$from_a" --to "$to" --analyze-json analyze-w.json
+if msg=$(python3 - analyze-w.json "$from_a" "$to" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+f = round(float(sys.argv[2]) * 1e9); t = round(float(sys.argv[3]) * 1e9)
+comps = ["guest", "exits", "preempted", "host_blocked", "halted", "disrupted", "unknown"]
+w = [sum(v["split"][c] for c in comps) for v in r["vcpus"]]
+print(w, t + 1 - f, r["from_ns"], r.get("to_ns"))
+sys.exit(0 if w and max(w) <= t + 1 - f and max(w) > (t - f) // 2 and r["from_ns"] == f else 1)
+PY
+); then
+	ok analyze_window
+else
+	not_ok analyze_window "$msg"
+fi
+
 echo "1..$n"
 [ "$failed" -eq 0 ]

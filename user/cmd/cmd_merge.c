@@ -25,6 +25,7 @@
 #include "corr.h"
 #include "libhgclock.h"
 #include "markpair.h"
+#include "analyze.h"
 #include "merge.h"
 #include "trace_pool.h"
 #include "output.h"
@@ -95,7 +96,7 @@ static void merge_usage(FILE *out)
 		"usage: hgclock merge CORR [HOST.dat [GUEST.dat...]] [--host FILE]\n"
 		"                     [--guest [ID=]FILE]... [--app FILE]... [--guest-app [ID=]FILE]...\n"
 		"                     [--perf FILE]... [--guest-perf [ID=]FILE]... [--report FILE]\n"
-		"                     [--sort KEYS]\n"
+		"                     [--sort KEYS] [--analyze FILE] [--analyze-json FILE]\n"
 		"                     [-o FILE] [--json FILE] [--dat FILE] [--perfetto FILE]\n"
 		"                     [--no-text]\n"
 		"                     [--method auto|kvm-exact|exit|probe|marker] [--recompute]\n"
@@ -118,6 +119,9 @@ static void merge_usage(FILE *out)
 		"  --sort KEYS         of guest,pcpu,vcpu,comm,sym,dso (default\n"
 		"                      guest,pcpu,vcpu,comm,sym); pcpu: the host CPU that ran\n"
 		"                      the vCPU when a guest sample was taken\n"
+		"  --analyze FILE      where each guest thread's and vCPU's time went (guest\n"
+		"                      mode, exits by reason, preempted on the host and by\n"
+		"                      whom, halted) into FILE; --analyze-json FILE: as JSON\n"
 		"  -o, --output FILE   the text timeline (default: standard output)\n"
 		"  --json FILE         a Chrome/Perfetto JSON trace (ui.perfetto.dev)\n"
 		"  --no-text           no text timeline\n"
@@ -377,7 +381,8 @@ static int convert_perf(struct hgm_input_spec *in, int n, char (*tmp)[PATH_MAX],
 }
 
 /* merge's long options without a letter */
-enum { OPT_FROM = 1000, OPT_TO, OPT_GUESTS, OPT_VCPUS, OPT_EVENTS, OPT_DAT, OPT_PERFETTO };
+enum { OPT_FROM = 1000, OPT_TO, OPT_GUESTS, OPT_VCPUS, OPT_EVENTS, OPT_DAT, OPT_PERFETTO,
+       OPT_ANALYZE, OPT_ANALYZE_JSON };
 
 int cmd_merge(int argc, char **argv)
 {
@@ -390,6 +395,8 @@ int cmd_merge(int argc, char **argv)
 		{ "guest-perf", required_argument, NULL, 'E' },
 		{ "report", required_argument, NULL, 'R' },
 		{ "sort", required_argument, NULL, 's' },
+		{ "analyze", required_argument, NULL, OPT_ANALYZE },
+		{ "analyze-json", required_argument, NULL, OPT_ANALYZE_JSON },
 		{ "output", required_argument, NULL, 'o' },
 		{ "json", required_argument, NULL, 'j' },
 		{ "no-text", no_argument, NULL, 'T' },
@@ -430,10 +437,11 @@ int cmd_merge(int argc, char **argv)
 	const char *dat_path = NULL, *pf_path = NULL;
 	struct hgm_pf_result pres;
 	char (*dat_names)[PATH_MAX] = NULL;
-	int nr_outs = 4;
+	int nr_outs = 6;
 	struct hgm_dat_result *dres = NULL;
 	const char *report_path = NULL, *sort_spec = "guest,pcpu,vcpu,comm,sym";
-	struct hg_output ro = { 0 };
+	struct hg_output ro = { 0 }, ao = { 0 }, ajo = { 0 };
+	const char *analyze_path = NULL, *analyze_json_path = NULL;
 	int sort_keys[6], nr_sort_keys = 0;
 	FILE *tout = NULL, *jout = NULL;
 	const void *buf = NULL;
@@ -478,6 +486,12 @@ int cmd_merge(int argc, char **argv)
 			break;
 		case 's':
 			sort_spec = optarg;
+			break;
+		case OPT_ANALYZE:
+			analyze_path = optarg;
+			break;
+		case OPT_ANALYZE_JSON:
+			analyze_json_path = optarg;
 			break;
 		case 'o':
 			out_path = optarg;
@@ -594,7 +608,8 @@ int cmd_merge(int argc, char **argv)
 		hg_err("--report counts perf samples: give --perf or --guest-perf");
 		return HGCLOCK_EXIT_USAGE;
 	}
-	if (no_text && !json_path && !report_path && !dat_path && !pf_path) {
+	if (no_text && !json_path && !report_path && !dat_path && !pf_path && !analyze_path &&
+	    !analyze_json_path) {
 		hg_err("--no-text without --json, --dat or --perfetto: nothing to write");
 		return HGCLOCK_EXIT_USAGE;
 	}
@@ -606,7 +621,7 @@ int cmd_merge(int argc, char **argv)
 	ins[0] = corr;
 	for (int i = 0; i < par.nr_inputs; i++)
 		ins[1 + i] = inputs[i].path;
-	outs = calloc(4 + (size_t)par.nr_inputs, sizeof(*outs));
+	outs = calloc(6 + (size_t)par.nr_inputs, sizeof(*outs));
 	dat_names = dat_path ? calloc((size_t)par.nr_inputs, sizeof(*dat_names)) : NULL;
 	dres = dat_path ? malloc(sizeof(*dres)) : NULL;
 	if (!outs || (dat_path && (!dat_names || !dres))) {
@@ -618,6 +633,8 @@ int cmd_merge(int argc, char **argv)
 	outs[1] = json_path;
 	outs[2] = report_path;
 	outs[3] = pf_path;
+	outs[4] = analyze_path;
+	outs[5] = analyze_json_path;
 	for (int i = 0; dat_path && i < par.nr_inputs; i++)
 		if (!inputs[i].app) {
 			hgm_dat_path(dat_path, inputs[i].guest, dat_names[i], sizeof(dat_names[i]));
@@ -724,6 +741,27 @@ int cmd_merge(int argc, char **argv)
 			hg_err("%s", err);
 			hg_output_abort(&ro);
 			ret = rc == HGM_E_SYSTEM ? HGCLOCK_EXIT_FAILURE : HGCLOCK_EXIT_BAD_INPUT;
+			goto out;
+		}
+	}
+	if (analyze_path || analyze_json_path) {
+		/* an output that does not open has said why */
+		rc = HGM_E_SYSTEM;
+		if ((!analyze_path || !hg_output_open(&ao, analyze_path)) &&
+		    (!analyze_json_path || !hg_output_open(&ajo, analyze_json_path))) {
+			rc = hga_merge_run(&par, ao.f, ajo.f, err, sizeof(err));
+			if (rc)
+				hg_err("%s", err);
+		}
+		if (rc) {
+			hg_output_abort(&ao);
+			hg_output_abort(&ajo);
+			ret = rc == HGM_E_INPUT ? HGCLOCK_EXIT_BAD_INPUT : HGCLOCK_EXIT_FAILURE;
+			goto out;
+		}
+		if ((analyze_path && hg_output_commit(&ao)) ||
+		    (analyze_json_path && hg_output_commit(&ajo))) {
+			hg_output_abort(&ajo);
 			goto out;
 		}
 	}

@@ -91,6 +91,7 @@ static const struct {
 	{ HGA_ISA_VMX, 49, "EPT_MISCONFIG" },
 	{ HGA_ISA_VMX, 52, "PREEMPTION_TIMER" },
 	{ HGA_ISA_SVM, 0x060, "INTR" },
+	{ HGA_ISA_SVM, 0x064, "VINTR" },
 	{ HGA_ISA_SVM, 0x072, "CPUID" },
 	{ HGA_ISA_SVM, 0x078, "HLT" },
 	{ HGA_ISA_SVM, 0x07b, "IOIO" },

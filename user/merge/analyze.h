@@ -9,8 +9,8 @@
  *
  * The engine is pure: it takes decoded events (struct hga_event) in host
  * time order, as hgm_run() hands them out, and keeps one state per vCPU,
- * per host CPU and per thread seen, never the trace itself.  Filling
- * hga_event from an hgm_event (libtraceevent fields) is the caller's.
+ * per host CPU and per thread seen, never the trace itself.  merge's
+ * events are decoded into hga_event by analyze_in.c (merge --analyze).
  *
  * Exactness: every host ns between two events of a vCPU goes to exactly
  * one component of that vCPU's open slice (integer adds, no rounding),
@@ -168,5 +168,15 @@ void hga_missing(const struct hga *a, char *buf, size_t len);
 /* The report: text (top @top offenders and reasons), or one JSON object. */
 int hga_report_text(const struct hga *a, FILE *out, unsigned int top);
 int hga_report_json(const struct hga *a, FILE *out);
+
+/*
+ * merge --analyze (analyze_in.c): @par's trace inputs merged again on one
+ * thread, decoded into the engine, its reports to @text and/or @json
+ * (either may be NULL).  The filter's --from/--to clip the split (the
+ * events before still set the state), its --events is ignored.  0, or
+ * an HGM_E_* with @err.
+ */
+struct hgm_par;
+int hga_merge_run(const struct hgm_par *par, FILE *text, FILE *json, char *err, size_t err_len);
 
 #endif /* HGCLOCK_ANALYZE_H */

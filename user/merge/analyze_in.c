@@ -1,0 +1,201 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * merge --analyze: the merged events decoded into the attribution
+ * engine's (analyze.h), one pass on one thread over the trace inputs.
+ *
+ *   host kvm:kvm_entry / kvm:kvm_exit   the event's pid is the vCPU thread;
+ *       the correlation's tracking records name its VM and vcpu_id, the
+ *       guest whose VM that is, and the guest CPU (the vCPU identity)
+ *   host sched:sched_switch             on the host CPU it was traced on
+ *   guest sched:sched_switch            at its mapped host time, its vCPU,
+ *                                       the mapping's bound
+ *
+ * Disruptions (migration, restore) are not fed yet: each incarnation is
+ * a guest of its own in the correlation (Documentation/analyze.rst).
+ */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event-parse.h>
+
+#include "analyze.h"
+#include "merge.h"
+
+struct feed {
+	struct hga *a;
+	const struct hgm *m;
+	const struct hgsync *sync;
+	uint64_t last_ns;
+	uint64_t nr_unplaced;		/* host kvm_* of a thread no guest's */
+	/* the last thread looked up: the next kvm_* is most often its */
+	int32_t tid, guest, cpu;
+};
+
+static bool is(const struct hgm_event *ev, const char *system, const char *name)
+{
+	return ev->event && ev->event->system && ev->event->name &&
+	       !strcmp(ev->event->system, system) && !strcmp(ev->event->name, name);
+}
+
+static int field(const struct hgm_event *ev, const char *name, unsigned long long *v)
+{
+	return tep_get_field_val(NULL, ev->event, name, ev->rec, v, 0);
+}
+
+static void comm_field(const struct hgm_event *ev, const char *name, char *out)
+{
+	int len = 0;
+	const char *p = tep_get_field_raw(NULL, ev->event, name, ev->rec, &len, 0);
+
+	memset(out, 0, HGA_COMM_LEN);
+	if (p && len > 0)
+		memcpy(out, p, len < HGA_COMM_LEN - 1 ? (size_t)len : HGA_COMM_LEN - 1);
+}
+
+/* The guest and guest CPU of host thread @tid, from the tracking records; -1 unknown. */
+static int place_thread(struct feed *f, int32_t tid, int32_t *guest, int32_t *cpu)
+{
+	const struct hgsync *s = f->sync;
+	const struct hgsync_vcpu *v = NULL;
+	size_t i;
+
+	if (tid == f->tid) {
+		*guest = f->guest;
+		*cpu = f->cpu;
+		return *guest < 0 ? -1 : 0;
+	}
+	/* the last record of a reused tid is the newest VM's */
+	for (i = 0; i < s->nr_vcpus; i++)
+		if (s->vcpus[i].tid == tid)
+			v = &s->vcpus[i];
+	f->tid = tid;
+	f->guest = f->cpu = -1;
+	for (i = 0; v && i < s->nr_guests; i++) {
+		if (s->guests[i].vm.vm_pid != v->vm_pid || v->vm_pid < 0)
+			continue;
+		f->guest = (int32_t)i;
+		f->cpu = hgsync_vcpu_guest_cpu(s, (uint32_t)i, v->vcpu_id);
+		if (f->cpu < 0)
+			f->guest = -1;
+	}
+	*guest = f->guest;
+	*cpu = f->cpu;
+	return *guest < 0 ? -1 : 0;
+}
+
+static int feed_event(void *ctx, const struct hgm_event *ev)
+{
+	struct feed *f = ctx;
+	struct hga_event e = { 0 };
+	unsigned long long v;
+	int ret;
+
+	if (!ev->rec || !ev->event || (ev->flags & HGM_EV_UNMAPPED))
+		return 0;
+	e.host_ns = hgm_host_ns(f->m, ev->host_ts);
+	f->last_ns = e.host_ns;
+	if (ev->in->guest < 0 && (is(ev, "kvm", "kvm_entry") || is(ev, "kvm", "kvm_exit"))) {
+		e.kind = is(ev, "kvm", "kvm_entry") ? HGA_EV_KVM_ENTRY : HGA_EV_KVM_EXIT;
+		e.host_cpu = ev->cpu;
+		e.host_tid = tep_data_pid(ev->in->tep, ev->rec);
+		if (place_thread(f, e.host_tid, &e.guest, &e.vcpu)) {
+			f->nr_unplaced++;
+			return 0;
+		}
+		if (e.kind == HGA_EV_KVM_EXIT) {
+			if (field(ev, "exit_reason", &v))
+				return 0;
+			e.exit_reason = (uint32_t)v;
+			/* kernels before kvm_exit had isa: Intel's */
+			e.exit_isa = field(ev, "isa", &v) ? HGA_ISA_VMX : (uint32_t)v;
+		}
+	} else if (is(ev, "sched", "sched_switch")) {
+		if (field(ev, "prev_pid", &v))
+			return 0;
+		e.prev_tid = (int32_t)v;
+		if (field(ev, "next_pid", &v))
+			return 0;
+		e.next_tid = (int32_t)v;
+		comm_field(ev, "next_comm", e.next_comm);
+		if (ev->in->guest < 0) {
+			e.kind = HGA_EV_HOST_SWITCH;
+			e.host_cpu = ev->cpu;
+			comm_field(ev, "prev_comm", e.prev_comm);
+			/* R, or R+ (preempted: TASK_REPORT_MAX) */
+			e.prev_runnable = !field(ev, "prev_state", &v) && !(v & 0xff);
+		} else {
+			e.kind = HGA_EV_GUEST_SWITCH;
+			e.guest = ev->in->guest;
+			e.vcpu = ev->cpu;
+			e.bound_ns = ev->bound_ns;
+		}
+	} else {
+		return 0;
+	}
+	ret = hga_event(f->a, &e);
+	/* refused input is counted and reported; only memory stops the pass */
+	return ret < 0 ? -1 : 0;
+}
+
+int hga_merge_run(const struct hgm_par *par, FILE *text, FILE *json, char *err, size_t err_len)
+{
+	static struct hgm_filter filter;	/* large: not on the stack */
+	struct hgm m = { 0 };
+	struct hgm_options opt = par->opt;
+	struct hga_options aopt = { 0 };
+	struct hga a = { 0 };
+	struct feed f = { .a = &a, .m = &m, .sync = par->sync, .tid = -1, .guest = -1 };
+	uint64_t v;
+	int ret = 0;
+
+	opt.progress = false;
+	opt.shard = opt.nr_shards = 0;
+	opt.no_text = true;
+	/*
+	 * The window clips the split, not the events: the state at its
+	 * start comes from the events before it.  --events would take away
+	 * the events the split needs.
+	 */
+	if (par->opt.filter) {
+		filter = *par->opt.filter;
+		memset(&filter.from, 0, sizeof(filter.from));
+		memset(&filter.to, 0, sizeof(filter.to));
+		filter.nr_events = 0;
+		opt.filter = &filter;
+	}
+	for (int i = 0; i < par->nr_inputs && !ret; i++)
+		if (!par->inputs[i].app)
+			ret = hgm_add_spec(&m, &par->inputs[i], err, err_len);
+	if (!ret)
+		ret = hgm_start(&m, par->sync, &opt, err, err_len);
+	if (!ret && par->opt.filter && par->opt.filter->from.set) {
+		ret = hgm_filter_resolve_time(&par->opt.filter->from, m.host_clock, &v, "--from",
+					      err, err_len) ? HGM_E_INPUT : 0;
+		aopt.from_ns = hgm_host_ns(&m, v);
+	}
+	if (!ret && par->opt.filter && par->opt.filter->to.set) {
+		ret = hgm_filter_resolve_time(&par->opt.filter->to, m.host_clock, &v, "--to",
+					      err, err_len) ? HGM_E_INPUT : 0;
+		/* --to includes its end; the engine's window does not */
+		aopt.to_ns = hgm_host_ns(&m, v) + 1;
+	}
+	if (!ret && hga_init(&a, &aopt)) {
+		snprintf(err, err_len, "--analyze: --from is not before --to");
+		ret = HGM_E_INPUT;
+	}
+	if (!ret && (hgm_run(&m, feed_event, &f) || hga_finish(&a, f.last_ns))) {
+		snprintf(err, err_len, "--analyze: out of memory");
+		ret = HGM_E_SYSTEM;
+	}
+	if (!ret && text && f.nr_unplaced)
+		fprintf(text, "# %" PRIu64 " host kvm_entry/kvm_exit of threads that are no merged "
+			"guest's vCPU (other VMs, or no tracking record): left out\n", f.nr_unplaced);
+	if (!ret && ((text && hga_report_text(&a, text, 10)) || (json && hga_report_json(&a, json)))) {
+		snprintf(err, err_len, "--analyze: writing the report failed");
+		ret = HGM_E_SYSTEM;
+	}
+	hga_free(&a);
+	hgm_close(&m);
+	return ret;
+}
