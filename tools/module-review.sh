@@ -78,6 +78,24 @@ else
 	failed=1
 fi
 
+# The guest's TSC is L1's (issue 14 item 2): while a vCPU runs a nested
+# guest, vcpu->arch.tsc_offset and tsc_scaling_ratio hold the combined
+# L2 values.  No code line in module/ may read them (through "arch." or
+# "arch->"), and the L1 fields must be read, so that a revert to the
+# L2 fields, or dropping the reads, fails here; no test reaches it
+# without a nested guest that runs a guest of its own.
+t=$((t + 1))
+l2_reads=$(cd "$top" && awk '/^[ \t]*(\/\*|\*|\/\/)/ { next }
+	{ sub(/\/\*.*$/, ""); sub(/\/\/.*$/, "") }
+	/arch(\.|->)[ \t]*(tsc_offset|tsc_scaling_ratio)([^a-z_]|$)/ { print FILENAME ":" FNR }' module/*.c module/*.h)
+if [ -z "$l2_reads" ] && grep -q 'arch\.l1_tsc_offset' "$top"/module/*.c &&
+	grep -q 'arch\.l1_tsc_scaling_ratio' "$top"/module/*.c; then
+	echo "ok $t guard.l1_tsc_offset"
+else
+	echo "not ok $t guard.l1_tsc_offset # L2 TSC fields read (use arch.l1_tsc_offset, arch.l1_tsc_scaling_ratio): ${l2_reads:-no read of the L1 fields found}"
+	failed=1
+fi
+
 # sparse, on a copy of the sources per kernel (as tools/build-module.sh).
 for kdir in /usr/src/linux-headers-*-amd64; do
 	[ -f "$kdir/Makefile" ] || continue
