@@ -387,6 +387,9 @@ TEST(uncertain_slice)
 	struct cap *c = calloc(1, sizeof(*c));
 	struct hga_options opt = { .slice_cb = cap_slice, .ctx = c };
 	struct hga a;
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f;
 	uint32_t i;
 
 	ASSERT_NE(NULL, c);
@@ -397,6 +400,12 @@ TEST(uncertain_slice)
 	ASSERT_EQ(0, gsw(&a, 1000, 0, 0, 7, 42, "work", 100));	/* 850 > 200 */
 	ASSERT_EQ(0, hga_finish(&a, 1000));
 	ASSERT_EQ(2, c->n);	/* 42's last slice: no time at all, not handed out */
+	f = open_memstream(&buf, &len);
+	ASSERT_EQ(0, hga_report_text(&a, f, 3));
+	fclose(f);
+	EXPECT_NE(NULL, strstr(buf, "guest 0: 1000 ns (its events mapped within +-100 ns)"));
+	EXPECT_NE(NULL, strstr(buf, "1 uncertain slices (140 ns, within the mapping's bound"));
+	free(buf);
 	EXPECT_EQ(HGA_SL_UNCERTAIN, c->s[0].flags);
 	EXPECT_EQ(0, c->s[1].flags);
 	EXPECT_EQ(0, c->nr_bad_sums);
@@ -527,6 +536,31 @@ TEST(bad_input)
 	opt.from_ns = 10;
 	opt.to_ns = 10;
 	EXPECT_EQ(-1, hga_init(&a, &opt));
+}
+
+/* Hostile exit reasons: past 4096 distinct ones, added up as "(others)", time kept. */
+TEST(many_exit_reasons)
+{
+	struct hga a;
+	const struct hga_split *s;
+	uint64_t e = 0;
+	uint32_t i;
+
+	ASSERT_EQ(0, hga_init(&a, NULL));
+	for (i = 0; i < 5000; i++) {
+		ASSERT_EQ(0, kvm(&a, 10 * i, false, 0, 0, 0, 1000, 0x10000 + i));
+		ASSERT_EQ(0, kvm(&a, 10 * i + 5, true, 0, 0, 0, 1000, 0));
+	}
+	ASSERT_EQ(0, hga_finish(&a, 50000));
+	s = hga_vcpu_split(&a, 0, 0);
+	ASSERT_NE(NULL, s);
+	EXPECT_EQ(4097, s->exits.n);
+	for (i = 0; i < s->exits.n; i++)
+		e += s->exits.v[i].ns;
+	EXPECT_EQ(25000, s->ns[HGA_C_EXIT]);
+	EXPECT_EQ(25000, e);
+	EXPECT_EQ(25000, s->ns[HGA_C_GUEST]);
+	hga_free(&a);
 }
 
 /*

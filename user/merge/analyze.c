@@ -31,6 +31,13 @@ enum { RUN_UNKNOWN, RUN_ON, RUN_OFF_RUNNABLE, RUN_OFF_BLOCKED };
 enum { MODE_UNKNOWN, MODE_GUEST, MODE_EXIT, MODE_HALT };
 
 #define NO_TID_KEY	UINT64_MAX	/* an offender not known (its CPU never switched) */
+/*
+ * Keys past HGA_MAX_KEYS distinct ones in one split (hostile exit
+ * reasons, a long trace's many short-lived host tasks) are added up
+ * under OTHER_KEY: their time is kept, the search stays bounded.
+ */
+#define HGA_MAX_KEYS	4096
+#define OTHER_KEY	(UINT64_MAX - 1)
 
 struct hga_vcpu_state {
 	int32_t guest, vcpu;
@@ -48,6 +55,7 @@ struct hga_vcpu_state {
 	char comm[HGA_COMM_LEN];
 	uint64_t start_ns, start_bound_ns;
 	struct hga_split split;
+	uint64_t max_bound_ns;		/* over its guest events: the mapping's */
 };
 
 struct hga_cpu_state {
@@ -121,12 +129,17 @@ static int bucket_add(struct hga_buckets *b, uint64_t key, uint64_t ns, uint64_t
 {
 	uint32_t i;
 
+again:
 	for (i = 0; i < b->n; i++) {
 		if (b->v[i].key == key) {
 			b->v[i].ns += ns;
 			b->v[i].count += count;
 			return 0;
 		}
+	}
+	if (b->n >= HGA_MAX_KEYS && key != OTHER_KEY) {
+		key = OTHER_KEY;
+		goto again;
 	}
 	if (b->n == b->cap) {
 		uint32_t cap = b->cap ? b->cap * 2 : 8;
@@ -297,6 +310,8 @@ static const char *host_name(const struct hga *a, uint64_t key)
 
 	if (key == NO_TID_KEY)
 		return "(unknown)";
+	if (key == OTHER_KEY)
+		return "(others)";
 	for (i = 0; i < a->nr_names; i++)
 		if ((uint64_t)(uint32_t)a->names[i].tid == key)
 			return a->names[i].comm;
@@ -594,6 +609,8 @@ static int on_guest_switch(struct hga *a, const struct hga_event *ev)
 	v->comm[HGA_COMM_LEN - 1] = '\0';
 	v->start_ns = t;
 	v->start_bound_ns = ev->bound_ns;
+	if (ev->bound_ns > v->max_bound_ns)
+		v->max_bound_ns = ev->bound_ns;
 	return ret;
 }
 
@@ -784,7 +801,9 @@ static void exit_label(char *buf, size_t len, uint64_t key)
 {
 	const char *name = hga_exit_name(key >> 32, (uint32_t)key);
 
-	if (name)
+	if (key == OTHER_KEY)
+		snprintf(buf, len, "(others)");
+	else if (name)
 		snprintf(buf, len, "%s", name);
 	else
 		snprintf(buf, len, "%s:%u", (key >> 32) == HGA_ISA_SVM ? "svm" : "vmx",
@@ -816,6 +835,8 @@ static void print_top(const struct hga *a, FILE *out, struct hga_buckets *b, boo
 			exit_label(label, sizeof(label), b->v[i].key);
 		else if (b->v[i].key == NO_TID_KEY)
 			snprintf(label, sizeof(label), "(unknown task)");
+		else if (b->v[i].key == OTHER_KEY)
+			snprintf(label, sizeof(label), "(other tasks)");
 		else
 			snprintf(label, sizeof(label), "%s-%" PRIu64, host_name(a, b->v[i].key),
 				 b->v[i].key);
@@ -828,6 +849,7 @@ int hga_report_text(const struct hga *a, FILE *out, unsigned int top)
 {
 	struct hga_split s;
 	char missing[512];
+	uint64_t bound;
 	uint32_t i, g;
 	int ret = 0;
 
@@ -859,7 +881,15 @@ int hga_report_text(const struct hga *a, FILE *out, unsigned int top)
 			continue;
 		if (guest_split(a, g, &s))
 			return -1;
-		fprintf(out, "\nguest %u: %" PRIu64 " ns\n", g, split_sum(&s));
+		fprintf(out, "\nguest %u: %" PRIu64 " ns", g, split_sum(&s));
+		bound = 0;
+		for (i = 0; i < a->nr_vcpus; i++)
+			if (a->vcpus[i].guest == (int32_t)g && a->vcpus[i].max_bound_ns > bound)
+				bound = a->vcpus[i].max_bound_ns;
+		/* slices are cut at guest events: their ends are known to this */
+		if (bound)
+			fprintf(out, " (its events mapped within +-%" PRIu64 " ns)", bound);
+		fputc('\n', out);
 		print_split(out, "  ", &s);
 		if (s.exits.n) {
 			fprintf(out, "  exits by reason:\n");
@@ -928,7 +958,7 @@ static void json_split(struct json_writer *w, const struct hga *a, const char *k
 	json_begin_array(w, "preempted_by");
 	for (i = 0; i < s->offenders.n; i++) {
 		json_begin_object(w, NULL);
-		if (s->offenders.v[i].key == NO_TID_KEY)
+		if (s->offenders.v[i].key == NO_TID_KEY || s->offenders.v[i].key == OTHER_KEY)
 			json_null(w, "tid");
 		else
 			json_u64(w, "tid", s->offenders.v[i].key);
@@ -972,6 +1002,7 @@ int hga_report_json(const struct hga *a, FILE *out)
 		json_begin_object(&w, NULL);
 		json_u64(&w, "guest", a->vcpus[i].guest);
 		json_u64(&w, "vcpu", a->vcpus[i].vcpu);
+		json_u64(&w, "max_bound_ns", a->vcpus[i].max_bound_ns);
 		json_split(&w, a, "split", &a->vcpus[i].tot);
 		json_end_object(&w);
 	}
