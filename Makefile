@@ -123,6 +123,12 @@ BENCHES := $(BUILD)/bench/bench_read_clock $(BUILD)/bench/bench_ring \
 
 # Natively, no module: the zero-syscall clock by each method against the vDSO (bench.rst)
 BENCHES += $(BUILD)/bench/bench_native_clock
+# Natively: hgclock_event() against trace_marker and an LTTng-UST tracepoint
+# (bench.rst); the LTTng part only with liblttng-ust-dev (tools/deps.sh)
+BENCHES += $(BUILD)/bench/bench_native_event
+LTTNG_UST_CFLAGS := $(shell pkg-config --exists lttng-ust 2>/dev/null && \
+	echo -DHGCLOCK_BENCH_LTTNG $$(pkg-config --cflags lttng-ust))
+LTTNG_UST_LIBS := $(shell pkg-config --libs lttng-ust 2>/dev/null)
 
 NESTED_HELPERS := $(BUILD)/selftests/tsc_adjust $(BUILD)/selftests/cpuid_flood
 
@@ -362,6 +368,12 @@ fuzz: $(BUILD)/fuzz/fuzz_corr $(BUILD)/unit/test_corr
 
 $(BUILD)/bench/bench_native_clock: selftests/unit/fake_clock.h tools/bench/bench_stats.h
 $(BUILD)/bench/bench_read_clock: tools/bench/bench_stats.h
+
+$(BUILD)/bench/bench_native_event: tools/bench/bench_native_event.c tools/bench/bench_tp.h \
+		selftests/unit/fake_clock.h tools/bench/bench_stats.h $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(USER_CFLAGS) $(LTTNG_UST_CFLAGS) -Itools/bench -o $@ $< $(LIB) $(ZSTD_LIBS) \
+		$(LTTNG_UST_LIBS) -lpthread -lm
 $(BUILD)/bench/bench_compress: selftests/unit/gen.h
 
 $(BUILD)/bench/%: tools/bench/%.c $(LIB)

@@ -22,7 +22,8 @@ sparse
 libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients
 linux-perf
 kernelshark libkshark-dev libjson-c-dev xvfb xdotool imagemagick
-protobuf-c-compiler libprotobuf-c-dev protobuf-compiler"
+protobuf-c-compiler libprotobuf-c-dev protobuf-compiler
+liblttng-ust-dev lttng-tools"
 
 prog=${0##*/}
 

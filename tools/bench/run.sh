@@ -1,6 +1,7 @@
 #!/bin/bash
-# make bench: builds everything, measures the library's clock natively
-# (bench_native_clock, no VM, no module), then boots each target kernel in
+# make bench: builds everything, measures the library's clock and its
+# application events natively (bench_native_clock, bench_native_event: no
+# VM, no module), then boots each target kernel in
 # a VM with the module loaded and runs the benchmarks there.  Every figure is one line
 # "BENCH <name> <value> <unit>", prefixed by the kernel it came from.
 # Under TCG absolute times mean little: read the ratios.
@@ -41,6 +42,10 @@ status=0
 # library's clock read by each method against the vDSO (bench.rst).
 echo "== native: the zero-syscall clock against clock_gettime (no VM, no module)"
 "$build/bench/bench_native_clock" || status=1
+# hgclock_event() against trace_marker and an LTTng-UST session, 1, 2 and 8
+# threads; either tracer missing is a skip with its reason, never a failure.
+echo "== native: hgclock_event against trace_marker and LTTng-UST (no VM, no module)"
+tools/bench/native_event.sh "$build/bench/bench_native_event" || status=1
 for series in ${HGCLOCK_KERNELS:-6.1 6.12}; do
 	kver=$(vm_series_kernel "$series")
 	if [ -z "$kver" ]; then
