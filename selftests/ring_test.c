@@ -349,6 +349,37 @@ TEST_F(ring, config_checks)
 	cfg.flags = HGCLOCK_CFG_SET_PERIOD;
 	cfg.snapshot_period_ns = 1000;
 	EXPECT_EQ(-EINVAL, hgclock_ring_config(self->fd, &cfg));
+	cfg.snapshot_period_ns = 1000000ULL - 1;
+	EXPECT_EQ(-EINVAL, hgclock_ring_config(self->fd, &cfg));
+	/*
+	 * Above one hour (HGCLOCK_SNAPSHOT_PERIOD_MAX_NS): refused, and the
+	 * period unchanged.  An assertion: a module without the bound would
+	 * take the next value too, a negative ktime, and its timers would
+	 * fire back to back.
+	 */
+	cfg.snapshot_period_ns = HGCLOCK_SNAPSHOT_PERIOD_MAX_NS + 1;
+	ASSERT_EQ(-EINVAL, hgclock_ring_config(self->fd, &cfg));
+	cfg.snapshot_period_ns = ~0ULL;
+	EXPECT_EQ(-EINVAL, hgclock_ring_config(self->fd, &cfg));
+	memset(&cfg, 0, sizeof(cfg));
+	ASSERT_EQ(0, hgclock_ring_config(self->fd, &cfg));
+	EXPECT_EQ(0, cfg.snapshot_period_ns);
+	/*
+	 * Both bounds themselves are taken (a RING_CONFIG that succeeds
+	 * hands back flags 0; the teardown restores the period).
+	 */
+	cfg.flags = HGCLOCK_CFG_SET_PERIOD;
+	cfg.snapshot_period_ns = HGCLOCK_SNAPSHOT_PERIOD_MAX_NS;
+	EXPECT_EQ(0, hgclock_ring_config(self->fd, &cfg));
+	EXPECT_EQ(HGCLOCK_SNAPSHOT_PERIOD_MAX_NS, cfg.snapshot_period_ns);
+	cfg.flags = HGCLOCK_CFG_SET_PERIOD;
+	cfg.snapshot_period_ns = 1000000ULL;
+	EXPECT_EQ(0, hgclock_ring_config(self->fd, &cfg));
+	EXPECT_EQ(1000000ULL, cfg.snapshot_period_ns);
+	cfg.flags = HGCLOCK_CFG_SET_PERIOD;
+	cfg.snapshot_period_ns = 0;
+	EXPECT_EQ(0, hgclock_ring_config(self->fd, &cfg));
+	EXPECT_EQ(0, cfg.snapshot_period_ns);
 	memset(&cfg, 0, sizeof(cfg));
 	cfg.flags = 1U << 9;
 	EXPECT_EQ(-EINVAL, hgclock_ring_config(self->fd, &cfg));
