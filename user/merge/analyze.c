@@ -63,66 +63,6 @@ struct hga_cpu_state {
 	bool known;
 };
 
-static const char *const comp_names[HGA_NR_COMP] = {
-	[HGA_C_GUEST] = "guest",
-	[HGA_C_EXIT] = "exits",
-	[HGA_C_PREEMPTED] = "preempted",
-	[HGA_C_HOST_BLOCKED] = "host_blocked",
-	[HGA_C_HALTED] = "halted",
-	[HGA_C_DISRUPTED] = "disrupted",
-	[HGA_C_UNKNOWN] = "unknown",
-};
-
-const char *hga_comp_name(enum hga_comp c)
-{
-	return (unsigned int)c < HGA_NR_COMP ? comp_names[c] : "?";
-}
-
-/* The basic exit reasons of Intel's SDM (appendix C) and AMD's APM (vol. 2, app. C) seen most. */
-static const struct {
-	uint32_t isa, reason;
-	const char *name;
-} exit_names[] = {
-	{ HGA_ISA_VMX, 0, "EXCEPTION_NMI" },
-	{ HGA_ISA_VMX, 1, "EXTERNAL_INTERRUPT" },
-	{ HGA_ISA_VMX, 7, "INTERRUPT_WINDOW" },
-	{ HGA_ISA_VMX, 10, "CPUID" },
-	{ HGA_ISA_VMX, 12, "HLT" },
-	{ HGA_ISA_VMX, 18, "VMCALL" },
-	{ HGA_ISA_VMX, 28, "CR_ACCESS" },
-	{ HGA_ISA_VMX, 30, "IO_INSTRUCTION" },
-	{ HGA_ISA_VMX, 31, "MSR_READ" },
-	{ HGA_ISA_VMX, 32, "MSR_WRITE" },
-	{ HGA_ISA_VMX, 40, "PAUSE_INSTRUCTION" },
-	{ HGA_ISA_VMX, 44, "APIC_ACCESS" },
-	{ HGA_ISA_VMX, 48, "EPT_VIOLATION" },
-	{ HGA_ISA_VMX, 49, "EPT_MISCONFIG" },
-	{ HGA_ISA_VMX, 52, "PREEMPTION_TIMER" },
-	{ HGA_ISA_SVM, 0x060, "INTR" },
-	{ HGA_ISA_SVM, 0x064, "VINTR" },
-	{ HGA_ISA_SVM, 0x072, "CPUID" },
-	{ HGA_ISA_SVM, 0x078, "HLT" },
-	{ HGA_ISA_SVM, 0x07b, "IOIO" },
-	{ HGA_ISA_SVM, 0x07c, "MSR" },
-	{ HGA_ISA_SVM, 0x081, "VMMCALL" },
-	{ HGA_ISA_SVM, 0x400, "NPF" },
-};
-
-const char *hga_exit_name(uint32_t isa, uint32_t reason)
-{
-	size_t i;
-
-	for (i = 0; i < sizeof(exit_names) / sizeof(exit_names[0]); i++)
-		if (exit_names[i].isa == isa && exit_names[i].reason == reason)
-			return exit_names[i].name;
-	return NULL;
-}
-
-bool hga_exit_is_hlt(uint32_t isa, uint32_t reason)
-{
-	return (isa == HGA_ISA_VMX && reason == 12) || (isa == HGA_ISA_SVM && reason == 0x078);
-}
-
 /* ---- buckets and splits ---- */
 
 static int bucket_add(struct hga_buckets *b, uint64_t key, uint64_t ns, uint64_t count)
@@ -818,7 +758,7 @@ static void print_split(FILE *out, const char *indent, const struct hga_split *s
 	for (c = 0; c < HGA_NR_COMP; c++) {
 		if (!s->ns[c] && c != HGA_C_GUEST)
 			continue;
-		fprintf(out, "%s%-13s %15" PRIu64 " ns %6.2f%%\n", indent, comp_names[c], s->ns[c],
+		fprintf(out, "%s%-13s %15" PRIu64 " ns %6.2f%%\n", indent, hga_comp_name(c), s->ns[c],
 			wall ? 100.0 * (double)s->ns[c] / (double)wall : 0.0);
 	}
 }
@@ -920,7 +860,7 @@ int hga_report_text(const struct hga *a, FILE *out, unsigned int top)
 			fprintf(out, ": %" PRIu64 " slices, %" PRIu64 " ns", t->nr_slices, t->wall_ns);
 			for (c = 0; c < HGA_NR_COMP; c++)
 				if (t->split.ns[c])
-					fprintf(out, ", %s %" PRIu64, comp_names[c], t->split.ns[c]);
+					fprintf(out, ", %s %" PRIu64, hga_comp_name(c), t->split.ns[c]);
 			if (t->nr_uncertain)
 				fprintf(out, "; %" PRIu64 " uncertain slices (%" PRIu64
 					" ns, within the mapping's bound: not split)",
@@ -942,7 +882,7 @@ static void json_split(struct json_writer *w, const struct hga *a, const char *k
 
 	json_begin_object(w, key);
 	for (c = 0; c < HGA_NR_COMP; c++)
-		json_u64(w, comp_names[c], s->ns[c]);
+		json_u64(w, hga_comp_name(c), s->ns[c]);
 	json_begin_array(w, "exit_reasons");
 	for (i = 0; i < s->exits.n; i++) {
 		json_begin_object(w, NULL);
