@@ -12,10 +12,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <tracefs.h>
@@ -983,12 +985,18 @@ TEST_F(ring, poll_wakes_at_watermark)
 	ASSERT_EQ(0, hgclock_ring_config(self->fd, &saved));
 }
 
-/* A sleeping poller is woken by a record from another CPU's producer. */
+/*
+ * A sleeping poller is woken by a record from another CPU's producer,
+ * and soon: poll() looks at the file once more when its timeout ends,
+ * so without a wake it would still return 1, after 10 s.
+ */
 TEST_F(ring, poll_sleeper_woken)
 {
 	struct hgclock_ring_config cfg, saved;
 	struct pollfd pfd = { .fd = self->fd, .events = POLLIN };
+	struct timespec t0, t1;
 	pid_t child;
+	long ms;
 	int status;
 
 	memset(&saved, 0, sizeof(saved));
@@ -1008,10 +1016,112 @@ TEST_F(ring, poll_sleeper_woken)
 		usleep(200000);
 		_exit(hgclock_snapshot(fd, 0) == 1 ? 0 : 1);
 	}
+	clock_gettime(CLOCK_MONOTONIC, &t0);
 	EXPECT_EQ(1, poll(&pfd, 1, 10000));
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	ms = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
+	EXPECT_GT(5000, ms);
+	TH_LOG("poll returned after %ld ms (the child writes after 200 ms)", ms);
 	ASSERT_EQ(child, waitpid(child, &status, 0));
 	EXPECT_EQ(0, status);
 
+	saved.flags = HGCLOCK_CFG_SET_WATERMARK | HGCLOCK_CFG_SET_PERIOD;
+	ASSERT_EQ(0, hgclock_ring_config(self->fd, &saved));
+}
+
+struct epoll_producer {
+	int fd;
+	int cpu;
+	uint64_t count;
+	useconds_t delay_us;
+	int ret;
+	struct hgclock_produce p;
+};
+
+/* Pinned to the CPU whose ring it fills: PRODUCE's records on that CPU. */
+static void *epoll_producer_fn(void *arg)
+{
+	struct epoll_producer *e = arg;
+
+	e->ret = pin_self(e->cpu);
+	if (e->ret)
+		return NULL;
+	usleep(e->delay_us);
+	e->ret = produce(e->fd, e->cpu, e->count, &e->p);
+	return NULL;
+}
+
+static int epoll_produce(struct epoll_producer *e, pthread_t *th)
+{
+	return pthread_create(th, NULL, epoll_producer_fn, e);
+}
+
+/*
+ * epoll (issue 14 item 7: the wake carries a poll key, which epoll's
+ * callback filters on): the waiter on CPU 0, a thread on CPU 1 filling
+ * CPU 1's ring.  Nothing is reported below the watermark, EPOLLIN once a
+ * record takes the ring to it, and nothing after the reader drained.
+ */
+TEST_F(ring, epoll_wakes_at_watermark)
+{
+	uint64_t rec = sizeof(struct hgclock_rec_test), below = 15;
+	struct epoll_producer e = { .fd = self->fd, .cpu = 1 };
+	struct epoll_event ev = { .events = EPOLLIN }, out;
+	struct hgclock_ring_config cfg, saved;
+	struct timespec t0, t1;
+	pthread_t th;
+	int ep, n;
+
+	if (ncpus_online() < 2)
+		SKIP(return, "needs two CPUs");
+	pin_to_cpu(_metadata, 0);
+	memset(&saved, 0, sizeof(saved));
+	ASSERT_EQ(0, hgclock_ring_config(self->fd, &saved));
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.flags = HGCLOCK_CFG_SET_WATERMARK | HGCLOCK_CFG_SET_PERIOD;
+	cfg.watermark = (below + 1) * rec;
+	cfg.snapshot_period_ns = 0;
+	ASSERT_EQ(0, hgclock_ring_config(self->fd, &cfg));
+	hgclock_ring_skip_all(&self->map);
+	ep = epoll_create1(EPOLL_CLOEXEC);
+	ASSERT_LE(0, ep);
+	ev.data.fd = self->fd;
+	ASSERT_EQ(0, epoll_ctl(ep, EPOLL_CTL_ADD, self->fd, &ev));
+
+	EXPECT_EQ(0, epoll_wait(ep, &out, 1, 50));
+	/* One record short of the mark, written while we wait: no event. */
+	e.count = below;
+	e.delay_us = 20000;
+	ASSERT_EQ(0, epoll_produce(&e, &th));
+	EXPECT_EQ(0, epoll_wait(ep, &out, 1, 300));
+	ASSERT_EQ(0, pthread_join(th, NULL));
+	ASSERT_EQ(0, e.ret);
+	ASSERT_EQ(below, e.p.nr_written);
+	EXPECT_EQ(0, epoll_wait(ep, &out, 1, 50));
+	/* The record that reaches it wakes the sleeping waiter. */
+	e.count = 1;
+	e.delay_us = 200000;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	ASSERT_EQ(0, epoll_produce(&e, &th));
+	n = epoll_wait(ep, &out, 1, 10000);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	ASSERT_EQ(0, pthread_join(th, NULL));
+	ASSERT_EQ(0, e.ret);
+	EXPECT_EQ(1, e.p.nr_written);
+	EXPECT_EQ(1, n);
+	if (n == 1) {
+		EXPECT_TRUE(out.events & EPOLLIN);
+		EXPECT_EQ(self->fd, out.data.fd);
+	}
+	TH_LOG("epoll_wait gave %d after %ld ms (the producer waits 200 ms)", n,
+	       (long)((t1.tv_sec - t0.tv_sec) * 1000 +
+		      (t1.tv_nsec - t0.tv_nsec) / 1000000));
+	/* Level-triggered: still ready until drained, then not. */
+	EXPECT_EQ(1, epoll_wait(ep, &out, 1, 0));
+	hgclock_ring_skip_all(&self->map);
+	EXPECT_EQ(0, epoll_wait(ep, &out, 1, 50));
+
+	close(ep);
 	saved.flags = HGCLOCK_CFG_SET_WATERMARK | HGCLOCK_CFG_SET_PERIOD;
 	ASSERT_EQ(0, hgclock_ring_config(self->fd, &saved));
 }
