@@ -14,6 +14,8 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -103,6 +105,76 @@ TEST_F(dev, info_sane)
 	/* TSC unstable and sched_clock stable exclude each other. */
 	if (info.clock_flags & HGCLOCK_CLK_TSC_UNSTABLE)
 		EXPECT_FALSE(info.clock_flags & HGCLOCK_CLK_SCHED_CLOCK_STABLE);
+}
+
+/* mkdir -p, mode 0755: 0 or -errno. */
+static int mkdir_p(const char *path)
+{
+	char buf[128], *p;
+
+	if (strlen(path) >= sizeof(buf))
+		return -ENAMETOOLONG;
+	strcpy(buf, path);
+	for (p = buf + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = 0;
+		if (mkdir(buf, 0755) && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	return mkdir(buf, 0755) && errno != EEXIST ? -errno : 0;
+}
+
+/*
+ * The clocksource's name is the kernel's, not a file's (issue 14 item
+ * 9): in a mount namespace of our own with a tmpfs over /sys holding a
+ * forged current_clocksource, GET_INFO still names the real one.  A
+ * module that read sysfs with filp_open() (resolved in the caller's
+ * namespace) would report "forged".  The harness runs each test in a
+ * process of its own: the namespace ends with it.
+ */
+TEST_F(dev, clocksource_not_from_callers_sysfs)
+{
+	static const char dir[] = "/sys/devices/system/clocksource/clocksource0";
+	char real[64] = "", path[128];
+	struct hgclock_info info;
+	FILE *f;
+	int fd;
+
+	f = fopen("/sys/devices/system/clocksource/clocksource0/current_clocksource", "r");
+	if (!f)
+		SKIP(return, "no current_clocksource in sysfs to compare with");
+	ASSERT_NE(NULL, fgets(real, sizeof(real), f));
+	fclose(f);
+	real[strcspn(real, "\n")] = 0;
+	ASSERT_NE(0, real[0]);
+	ASSERT_STRNE("forged", real);
+
+	if (unshare(CLONE_NEWNS))
+		SKIP(return, "unshare(CLONE_NEWNS): %s", strerror(errno));
+	ASSERT_EQ(0, mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL));
+	ASSERT_EQ(0, mount("hgclock-test", "/sys", "tmpfs", 0, "mode=0755"));
+	ASSERT_EQ(0, mkdir_p(dir));
+	snprintf(path, sizeof(path), "%s/current_clocksource", dir);
+	f = fopen(path, "w");
+	ASSERT_NE(NULL, f);
+	ASSERT_LT(0, fputs("forged\n", f));
+	ASSERT_EQ(0, fclose(f));
+
+	/* Opened and asked from inside the namespace. */
+	fd = open(HGCLOCK_DEV_PATH, O_RDWR | O_CLOEXEC);
+	ASSERT_LE(0, fd);
+	memset(&info, 0, sizeof(info));
+	info.size = sizeof(info);
+	ASSERT_EQ(0, ioctl(fd, HGCLOCK_IOC_GET_INFO, &info));
+	close(fd);
+	EXPECT_STREQ(real, info.clocksource);
+	/* And through the descriptor opened before the namespace. */
+	memset(&info, 0, sizeof(info));
+	info.size = sizeof(info);
+	ASSERT_EQ(0, ioctl(self->fd, HGCLOCK_IOC_GET_INFO, &info));
+	EXPECT_STREQ(real, info.clocksource);
 }
 
 /* A newer user space passes a larger struct: we fill what we know. */
