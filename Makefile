@@ -137,7 +137,7 @@ NESTED_HELPERS := $(BUILD)/selftests/tsc_adjust $(BUILD)/selftests/cpuid_flood
 all: module user selftests
 
 module:
-	tools/build-module.sh "$(KDIR)" "$(BUILD)/module"
+	+tools/build-module.sh "$(KDIR)" "$(BUILD)/module"
 
 user: $(TOOL) $(LIB) $(GUEST) $(SO_LINKS)
 
