@@ -264,7 +264,9 @@ for series in $kernels; do
 		cpu_model=""
 		[ "$mode" = reliable ] && [ "$series" = "${HGCLOCK_NO_RDTSCP_SERIES-6.12}" ] &&
 			cpu_model="max,-rdtscp,-rdpid"
-		note "VM $kver ($mode${append:+: $append}${cpu_model:+, -cpu $cpu_model}): ${cmd:+ring_test}${cmd:-kselftests}"
+		what=kselftests
+		[ -n "$cmd" ] && what=ring_test
+		note "VM $kver ($mode${append:+: $append}${cpu_model:+, -cpu $cpu_model}): $what"
 		name=vm_${series}_tsc_${mode}
 		[ "$mode" = isolated ] && name=vm_${series}_isolated
 		run_vm "$name" "$kver" "$append" "$ko" "$cpu_model" "$cmd" &
