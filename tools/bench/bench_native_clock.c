@@ -51,28 +51,6 @@ static const char *const loop_names[NR_LOOPS] = {
 	"clock_read_rdpid", "lib_perf_ns", "lib_clock_read",
 };
 
-/* /proc/cpuinfo's first "model name", into @buf. */
-static void cpu_model(char *buf, size_t len)
-{
-	char line[512];
-	FILE *f = fopen("/proc/cpuinfo", "r");
-
-	snprintf(buf, len, "unknown");
-	if (!f)
-		return;
-	while (fgets(line, sizeof(line), f)) {
-		char *colon = strchr(line, ':');
-
-		if (strncmp(line, "model name", 10) || !colon)
-			continue;
-		colon += 1 + (colon[1] == ' ');
-		colon[strcspn(colon, "\n")] = '\0';
-		snprintf(buf, len, "%s", colon);
-		break;
-	}
-	fclose(f);
-}
-
 static void clocksource(char *buf, size_t len)
 {
 	FILE *f = fopen("/sys/devices/system/clocksource/clocksource0/current_clocksource", "r");

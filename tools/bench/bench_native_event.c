@@ -205,28 +205,6 @@ static double run_loop(const struct bench *b, int loop, int nr_threads, double *
 	return (double)(t1 - t0);
 }
 
-/* /proc/cpuinfo's first "model name", into @buf. */
-static void cpu_model(char *buf, size_t len)
-{
-	char line[512];
-	FILE *f = fopen("/proc/cpuinfo", "r");
-
-	snprintf(buf, len, "unknown");
-	if (!f)
-		return;
-	while (fgets(line, sizeof(line), f)) {
-		char *colon = strchr(line, ':');
-
-		if (strncmp(line, "model name", 10) || !colon)
-			continue;
-		colon += 1 + (colon[1] == ' ');
-		colon[strcspn(colon, "\n")] = '\0';
-		snprintf(buf, len, "%s", colon);
-		break;
-	}
-	fclose(f);
-}
-
 /* /proc/loadavg's three averages: other work shares the CPUs the threads use. */
 static void load_average(char *buf, size_t len)
 {
