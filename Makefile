@@ -118,6 +118,8 @@ UNIT_TESTS := $(BUILD)/unit/test_json $(BUILD)/unit/test_lib $(BUILD)/unit/test_
 	$(BUILD)/unit/test_manyguests $(BUILD)/unit/test_libso $(BUILD)/unit/test_kernelshark \
 	$(BUILD)/unit/test_disrupt $(BUILD)/unit/test_uclock
 UNIT_TESTS += $(BUILD)/unit/test_analyze
+# Application events: many threads, per-CPU buffers, flush and errors (library.rst)
+UNIT_TESTS += $(BUILD)/unit/test_events
 BENCHES := $(BUILD)/bench/bench_read_clock $(BUILD)/bench/bench_ring \
 	$(BUILD)/bench/bench_pingpong $(BUILD)/bench/bench_compress
 
@@ -253,6 +255,10 @@ $(BUILD)/unit/bin/gen_disrupt: selftests/unit/gen_disrupt.c $(LIB)
 $(BUILD)/unit/test_uclock: selftests/unit/test_uclock.c selftests/unit/fake_clock.h selftests/test_util.h $(LIB) $(KSFT_HDR)
 	@mkdir -p $(dir $@)
 	$(CC) $(SELFTEST_CFLAGS) -o $@ selftests/unit/test_uclock.c $(LIB) $(ZSTD_LIBS) -lpthread -lm
+
+$(BUILD)/unit/test_events: selftests/unit/test_events.c selftests/unit/fake_clock.h $(LIB) $(KSFT_HDR)
+	@mkdir -p $(dir $@)
+	$(CC) $(SELFTEST_CFLAGS) -o $@ selftests/unit/test_events.c $(LIB) $(ZSTD_LIBS) -lpthread -lm
 
 # vCPU identity: guest CPUs to KVM vcpu_ids (sync.rst)
 $(BUILD)/unit/test_identity: selftests/unit/test_identity.c selftests/unit/gen.h $(LIB) $(KSFT_HDR)

@@ -185,25 +185,31 @@ struct hgclock_events *hgclock_events_open(struct hgclock_clock *clk, const char
 
 /*
  * Stamps the calling thread's event now, on the CPU it runs on, and
- * appends it to the file's buffer: @kind HGCLOCK_EVENT_*, @name (1 to
+ * appends it to the buffer of that CPU: @kind HGCLOCK_EVENT_*, @name (1 to
  * HGCLOCK_EVENT_NAME_MAX bytes: what happened, e.g. "request"), @text
  * (NULL, or at most HGCLOCK_EVENT_TEXT_MAX bytes: details).  A BEGIN and
  * the END that follows it on the same thread with the same name make a
  * slice.  Returns 0, or -1 with errno set: EINVAL (kind, name or text),
- * ENODATA/EAGAIN (no clock reading, as hgclock_clock_read()), EIO (an
- * earlier write to the file failed: the file is incomplete).
- * Thread-safe: the stamp and the append happen under the handle's lock,
- * so the file is in stamp order.  Not async-signal-safe.
+ * ENODATA/EAGAIN (no clock reading, as hgclock_clock_read()), ENOMEM
+ * (no buffer for a CPU's first event), EIO (an earlier write to the file
+ * failed: the file is incomplete).  Thread-safe: the stamp and the
+ * append happen under the lock of that CPU's buffer, so each CPU's
+ * events are in time order in the file, and threads on different CPUs
+ * do not wait for each other.  Not async-signal-safe.
  */
 int hgclock_event(struct hgclock_events *evs, unsigned int kind, const char *name,
 		  const char *text);
 
-/* Writes the buffered events to the file.  0, or -1 with errno set. */
+/*
+ * Writes every CPU's buffered events to the file (those of threads that
+ * have exited too).  0, or -1 with errno set.
+ */
 int hgclock_events_flush(struct hgclock_events *evs);
 
 /*
  * Flushes, closes and frees @evs (may be NULL).  0, or -1 with errno set
- * when any write to the file failed (the file is then incomplete).
+ * when any write to the file failed (the file is then incomplete).  No
+ * other call on @evs may be running or start: join the writers first.
  */
 int hgclock_events_close(struct hgclock_events *evs);
 
