@@ -33,18 +33,22 @@
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
 #include <linux/capability.h>
+#include <linux/debugfs.h>
 #include <linux/hash.h>
 #include <linux/kvm_host.h>
 #include <linux/log2.h>
 #include <linux/mm.h>
 #include <linux/module.h>
+#include <linux/percpu.h>
 #include <linux/pid.h>
 #include <linux/rcupdate.h>
 #include <linux/sched.h>
 #include <linux/sched/clock.h>
 #include <linux/sched/task.h>
+#include <linux/seq_file.h>
 #include <linux/slab.h>
 #include <linux/spinlock.h>
+#include <linux/static_key.h>
 #include <linux/threads.h>
 #include <linux/tracepoint.h>
 #include <linux/uaccess.h>
@@ -377,12 +381,192 @@ static void hg_emit_seen(const struct hg_slot *slot, int host_cpu)
 	hgclock_rec_emit(&rec.hdr, HGCLOCK_REC_VCPU_SEEN, sizeof(rec));
 }
 
+/* ---- probe cost, for benchmarks (probe_stats) ------------------------ */
+
+/*
+ * Bench only: with probe_stats=1 the sched_switch and kvm_entry probes
+ * add, on their CPU, the local_clock() time between their entry and
+ * their exit and one call, read through debugfs hgclock/probe_stats.
+ * Off (the default) the probes pay one patched-out jump
+ * (hg_probe_stats_key).  The measured time includes one local_clock()
+ * read, which is the probe's cost only when it is measured.
+ *
+ * Each CPU's counters are written only by that CPU, inside a probe,
+ * with interrupts off (sched_switch and kvm_entry both run so), so no
+ * two writers ever meet and no lock or atomic is needed.  A reset bumps
+ * hg_probe_stats_gen; each CPU zeroes its own counters at its next
+ * probe when its generation is older, and a reader counts a CPU of an
+ * older generation as zero.  Readers see each u64 whole (x86-64); the
+ * calls and time of one CPU may be one probe apart, which a benchmark
+ * reading thousands of calls does not notice.
+ */
+enum hg_probe_stat {
+	HG_PROBE_STAT_SWITCH,
+	HG_PROBE_STAT_KVM_ENTRY,
+	HG_PROBE_STAT_NR
+};
+
+static const char *const hg_probe_stat_names[HG_PROBE_STAT_NR] = {
+	[HG_PROBE_STAT_SWITCH] = "sched_switch",
+	[HG_PROBE_STAT_KVM_ENTRY] = "kvm_entry",
+};
+
+struct hg_probe_stat_cpu {
+	u64 gen;			/* of hg_probe_stats_gen; release store */
+	u64 calls[HG_PROBE_STAT_NR];
+	u64 ns[HG_PROBE_STAT_NR];	/* local_clock() ns inside the probe */
+};
+
+static DEFINE_PER_CPU(struct hg_probe_stat_cpu, hg_probe_stat_pcpu);
+static u64 hg_probe_stats_gen = 1;	/* bumped by each reset and enable */
+static DEFINE_STATIC_KEY_FALSE(hg_probe_stats_key);
+static DEFINE_MUTEX(hg_probe_stats_mutex);	/* the key and the parameter */
+static bool hg_probe_stats_ready;	/* init done; under hg_probe_stats_mutex */
+static bool probe_stats;
+static struct dentry *hg_debugfs_dir;
+
+/* Under hg_probe_stats_mutex. */
+static void hg_probe_stats_apply(void)
+{
+	if (probe_stats) {
+		/* Counts start from zero at each enable. */
+		WRITE_ONCE(hg_probe_stats_gen, READ_ONCE(hg_probe_stats_gen) + 1);
+		static_branch_enable(&hg_probe_stats_key);
+	} else {
+		static_branch_disable(&hg_probe_stats_key);
+	}
+}
+
+static int hg_probe_stats_set(const char *val, const struct kernel_param *kp)
+{
+	bool on;
+	int ret;
+
+	ret = kstrtobool(val, &on);
+	if (ret)
+		return ret;
+	mutex_lock(&hg_probe_stats_mutex);
+	if (on != probe_stats) {
+		probe_stats = on;
+		/* Before init (insmod's own arguments), init applies it. */
+		if (hg_probe_stats_ready)
+			hg_probe_stats_apply();
+	}
+	mutex_unlock(&hg_probe_stats_mutex);
+	return 0;
+}
+
+static const struct kernel_param_ops hg_probe_stats_ops = {
+	.set = hg_probe_stats_set,
+	.get = param_get_bool,
+};
+module_param_cb(probe_stats, &hg_probe_stats_ops, &probe_stats, 0644);
+MODULE_PARM_DESC(probe_stats,
+		 "bench only: time the sched_switch and kvm_entry probes, per CPU (debugfs hgclock/probe_stats; default 0)");
+
+/* At a probe's end, @t0_ns its local_clock() at entry.  Interrupts off. */
+static void hg_probe_stat_add(enum hg_probe_stat which, u64 t0_ns)
+{
+	struct hg_probe_stat_cpu *st = this_cpu_ptr(&hg_probe_stat_pcpu);
+	u64 gen = READ_ONCE(hg_probe_stats_gen);
+	u64 delta_ns = local_clock() - t0_ns;
+
+	if (unlikely(st->gen != gen)) {
+		memset(st->calls, 0, sizeof(st->calls));
+		memset(st->ns, 0, sizeof(st->ns));
+		/* Pairs with the reader's acquire: zeroes before the gen. */
+		smp_store_release(&st->gen, gen);
+	}
+	WRITE_ONCE(st->calls[which], st->calls[which] + 1);
+	WRITE_ONCE(st->ns[which], st->ns[which] + delta_ns);
+}
+
+/*
+ * "cpu<N> <probe> <calls> <ns>" per CPU that counted something, then
+ * "<probe> <calls> <ns>" summed over the possible CPUs.
+ */
+static int hg_probe_stats_show(struct seq_file *m, void *unused)
+{
+	u64 gen = READ_ONCE(hg_probe_stats_gen);
+	u64 calls[HG_PROBE_STAT_NR] = {}, ns[HG_PROBE_STAT_NR] = {};
+	unsigned int cpu, i;
+
+	seq_printf(m, "# enabled %d\n", static_key_enabled(&hg_probe_stats_key));
+	for_each_possible_cpu(cpu) {
+		struct hg_probe_stat_cpu *st = per_cpu_ptr(&hg_probe_stat_pcpu, cpu);
+
+		/* Pairs with hg_probe_stat_add()'s release: zeroes seen. */
+		if (smp_load_acquire(&st->gen) != gen)
+			continue;	/* nothing since the last reset */
+		for (i = 0; i < HG_PROBE_STAT_NR; i++) {
+			u64 c = READ_ONCE(st->calls[i]), t = READ_ONCE(st->ns[i]);
+
+			if (!c)
+				continue;
+			seq_printf(m, "cpu%u %s %llu %llu\n", cpu,
+				   hg_probe_stat_names[i], c, t);
+			calls[i] += c;
+			ns[i] += t;
+		}
+	}
+	for (i = 0; i < HG_PROBE_STAT_NR; i++)
+		seq_printf(m, "%s %llu %llu\n", hg_probe_stat_names[i], calls[i], ns[i]);
+	return 0;
+}
+
+static int hg_probe_stats_open(struct inode *inode, struct file *file)
+{
+	return single_open(file, hg_probe_stats_show, NULL);
+}
+
+/* Any write resets every CPU's counters (lazily: hg_probe_stat_add()). */
+static ssize_t hg_probe_stats_write(struct file *file, const char __user *buf,
+				    size_t len, loff_t *ppos)
+{
+	mutex_lock(&hg_probe_stats_mutex);
+	WRITE_ONCE(hg_probe_stats_gen, READ_ONCE(hg_probe_stats_gen) + 1);
+	mutex_unlock(&hg_probe_stats_mutex);
+	return len;
+}
+
+static const struct file_operations hg_probe_stats_fops = {
+	.owner = THIS_MODULE,
+	.open = hg_probe_stats_open,
+	.read = seq_read,
+	.llseek = seq_lseek,
+	.release = single_release,
+	.write = hg_probe_stats_write,
+};
+
+/* The file is there whether or not probe_stats is set; root only. */
+static void hg_probe_stats_init(void)
+{
+	hg_debugfs_dir = debugfs_create_dir(KBUILD_MODNAME, NULL);
+	debugfs_create_file("probe_stats", 0600, hg_debugfs_dir, NULL,
+			    &hg_probe_stats_fops);
+	mutex_lock(&hg_probe_stats_mutex);
+	hg_probe_stats_ready = true;
+	hg_probe_stats_apply();
+	mutex_unlock(&hg_probe_stats_mutex);
+}
+
+/*
+ * Before the probes are detached: the file goes first (debugfs_remove
+ * waits for its readers), the key may stay as it is (the probes that
+ * test it are gone when the module's text is).
+ */
+static void hg_probe_stats_exit(void)
+{
+	debugfs_remove(hg_debugfs_dir);
+	mutex_lock(&hg_probe_stats_mutex);
+	hg_probe_stats_ready = false;
+	mutex_unlock(&hg_probe_stats_mutex);
+}
+
 /* ---- probes ----------------------------------------------------------- */
 
-static void hg_probe_sched_switch(void *data, bool preempt,
-				  struct task_struct *prev,
-				  struct task_struct *next,
-				  unsigned int prev_state)
+static __always_inline void hg_sched_switch(struct task_struct *prev,
+					    struct task_struct *next)
 {
 	struct hg_slot *slot;
 
@@ -401,6 +585,23 @@ static void hg_probe_sched_switch(void *data, bool preempt,
 		if (slot)
 			hg_emit_vcpu(slot, HGCLOCK_REC_VCPU_RUN);
 	}
+}
+
+/* Every context switch, interrupts off. */
+static void hg_probe_sched_switch(void *data, bool preempt,
+				  struct task_struct *prev,
+				  struct task_struct *next,
+				  unsigned int prev_state)
+{
+	u64 t0_ns;
+
+	if (static_branch_unlikely(&hg_probe_stats_key)) {
+		t0_ns = local_clock();
+		hg_sched_switch(prev, next);
+		hg_probe_stat_add(HG_PROBE_STAT_SWITCH, t0_ns);
+		return;
+	}
+	hg_sched_switch(prev, next);
 }
 
 static void hg_probe_sched_migrate_task(void *data, struct task_struct *p,
@@ -587,8 +788,7 @@ static bool hg_fill_vcpu(struct hg_slot *slot, struct kvm_vcpu *vcpu,
  * and tsc_scaling_ratio hold the combined L2 values, which say nothing
  * about the guest's traces.  kvm_write_tsc_offset reports L1 values too.
  */
-static void hg_probe_kvm_entry(void *data, struct kvm_vcpu *vcpu,
-			       bool force_immediate_exit)
+static __always_inline void hg_kvm_entry(struct kvm_vcpu *vcpu)
 {
 	pid_t tid = current->pid;
 	struct hg_slot init, *slot;
@@ -642,6 +842,20 @@ static void hg_probe_kvm_entry(void *data, struct kvm_vcpu *vcpu,
 	 * bitmap test.  The table is not full and the thread is tracked:
 	 * its next entry fills in the vCPU (hg_fill_vcpu()).
 	 */
+}
+
+static void hg_probe_kvm_entry(void *data, struct kvm_vcpu *vcpu,
+			       bool force_immediate_exit)
+{
+	u64 t0_ns;
+
+	if (static_branch_unlikely(&hg_probe_stats_key)) {
+		t0_ns = local_clock();
+		hg_kvm_entry(vcpu);
+		hg_probe_stat_add(HG_PROBE_STAT_KVM_ENTRY, t0_ns);
+		return;
+	}
+	hg_kvm_entry(vcpu);
 }
 
 static void hg_probe_kvm_write_tsc_offset(void *data, unsigned int vcpu_id,
@@ -1208,6 +1422,7 @@ int hgclock_track_init(void)
 	if (ret)
 		goto err_sched;
 	schedule_delayed_work(&hg_reclaim_work, HZ);
+	hg_probe_stats_init();
 	return 0;
 
 err_sched:
@@ -1225,6 +1440,7 @@ err_bitmap:
 
 void hgclock_track_exit(void)
 {
+	hg_probe_stats_exit();
 	cancel_delayed_work_sync(&hg_reclaim_work);
 	/* Calls us back with GOING for kvm.ko: detaches its probes. */
 	unregister_tracepoint_module_notifier(&hg_tp_module_nb);

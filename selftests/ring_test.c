@@ -15,6 +15,7 @@
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -1277,6 +1278,106 @@ TEST(resize_when_unmapped)
 	saved.flags = HGCLOCK_CFG_SET_RING_SIZE | HGCLOCK_CFG_SET_WATERMARK;
 	ASSERT_EQ(0, hgclock_ring_config(fd, &saved));
 	close(fd);
+}
+
+/*
+ * probe_stats (bench only, Documentation/bench.rst): the module times its
+ * sched_switch probe per CPU.  While on, the calls grow with this
+ * thread's context switches (tracked: the probe's full path, a record
+ * into this session's rings), the time is not zero and no more than the
+ * wall time; a reset starts from zero; while off, nothing is counted.
+ */
+#define PROBE_STATS_PARAM "/sys/module/hgclock/parameters/probe_stats"
+#define PROBE_STATS_FILE "/sys/kernel/debug/hgclock/probe_stats"
+
+/* The sum line "sched_switch CALLS NS"; 0 or -1. */
+static int probe_stats_read(unsigned long long *calls, unsigned long long *ns)
+{
+	FILE *f = fopen(PROBE_STATS_FILE, "re");
+	char line[256];
+	int ret = -1;
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "sched_switch %llu %llu", calls, ns) == 2)
+			ret = 0;
+	fclose(f);
+	return ret;
+}
+
+static long thread_switches(void)
+{
+	struct rusage ru;
+
+	if (getrusage(RUSAGE_THREAD, &ru))
+		return -1;
+	return ru.ru_nvcsw + ru.ru_nivcsw;
+}
+
+/* Sleeps until this thread has switched out at least @n times. */
+static long switch_out(long n)
+{
+	long sw0 = thread_switches(), i;
+
+	for (i = 0; i < 10 * n && thread_switches() - sw0 < n; i++)
+		usleep(1000);
+	return thread_switches() - sw0;
+}
+
+TEST_F(ring, probe_stats_count_switches)
+{
+	unsigned long long calls, ns, calls2, ns2;
+	pid_t tid = (pid_t)syscall(SYS_gettid);
+	char was[8] = "";
+	struct timespec t0, t1;
+	double wall_ns;
+	FILE *f;
+
+	f = fopen(PROBE_STATS_PARAM, "re");
+	if (!f)
+		SKIP(return, "no probe_stats parameter (module before issue 30)");
+	if (!fgets(was, sizeof(was), f))
+		was[0] = 'N';
+	fclose(f);
+	if (access(PROBE_STATS_FILE, R_OK | W_OK))
+		SKIP(return, "%s: %s", PROBE_STATS_FILE, strerror(errno));
+
+	pin_to_cpu(_metadata, 0);
+	ASSERT_EQ(0, write_sysfs(PROBE_STATS_PARAM, "1"));
+	ASSERT_EQ(0, write_sysfs(PROBE_STATS_FILE, "0"));
+	ASSERT_EQ(0, hgclock_track(self->fd, tid, 1));
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	/* Each switch out and back in is two calls on CPU 0. */
+	EXPECT_LE(20, switch_out(20));
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	ASSERT_EQ(0, probe_stats_read(&calls, &ns));
+	ASSERT_EQ(0, hgclock_track(self->fd, tid, 0));
+	wall_ns = (t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec);
+	EXPECT_LE(40, calls);
+	EXPECT_LT(0, ns);
+	/* Every CPU's probes together: at most the wall time on each CPU. */
+	EXPECT_GE(wall_ns * ncpus_online(), (double)ns);
+	/* And one call under a millisecond, even under KASAN and TCG. */
+	EXPECT_GT(1e6, (double)ns / (calls ? calls : 1));
+	TH_LOG("%llu calls, %.0f ns each", calls, (double)ns / (calls ? calls : 1));
+
+	/* Reset: from zero again (a few switches may have come since). */
+	ASSERT_EQ(0, write_sysfs(PROBE_STATS_FILE, "0"));
+	ASSERT_EQ(0, probe_stats_read(&calls2, &ns2));
+	EXPECT_GT(calls, calls2);
+	EXPECT_LE(20, switch_out(20));
+	ASSERT_EQ(0, probe_stats_read(&calls2, &ns2));
+	EXPECT_LE(40, calls2);
+
+	/* Off: the static key is off, nothing more is counted. */
+	ASSERT_EQ(0, write_sysfs(PROBE_STATS_PARAM, "0"));
+	ASSERT_EQ(0, probe_stats_read(&calls, &ns));
+	EXPECT_LE(20, switch_out(20));
+	ASSERT_EQ(0, probe_stats_read(&calls2, &ns2));
+	EXPECT_EQ(calls, calls2);
+	EXPECT_EQ(ns, ns2);
+	write_sysfs(PROBE_STATS_PARAM, was[0] == 'Y' ? "1" : "0");
 }
 
 int main(int argc, char **argv)

@@ -6,13 +6,24 @@
  * module absent, loaded, and loaded with both processes tracked, and
  * prints the ratios.
  *
- *   bench_pingpong ROUNDS [track [NR_OTHERS]]
+ *   bench_pingpong ROUNDS [track [NR_OTHERS [NR_SESSIONS]]]
  *
  * With "track", both processes are tracked through HGCLOCK_IOC_TRACK (the
  * probes' full path for a tracked thread: lookup and a record per switch).
  * NR_OTHERS more threads, asleep, are tracked too: the table as full as
  * on a host with that many vCPUs, which must not slow the lookups down.
+ * NR_SESSIONS (at least 1) open files of /dev/hgclock, each mapped as a
+ * consumer so that every record is written to each one's ring (the
+ * tracking file is the first): the producers' walk over the sessions.
+ * Their rings are emptied every CHUNK round trips, which the time
+ * includes (a few stores per ring).
+ *
+ * With HGCLOCK_PROBE_STATS set to the module's debugfs probe_stats file
+ * (probe_stats=1), the counters are reset just before the timed loop and
+ * read just after it; a second line gives the sched_switch probe's calls
+ * and ns over the loop: "probe CALLS NS".
  */
+#include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
@@ -47,6 +58,36 @@ static void *sleeper(void *arg)
 	return NULL;
 }
 
+/* Round trips between two emptyings of the rings (160 bytes of records each). */
+#define CHUNK 500
+
+static int probe_stats_reset(const char *path)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	int ok = fd >= 0 && write(fd, "0\n", 2) == 2;
+
+	if (fd >= 0)
+		close(fd);
+	return ok ? 0 : -1;
+}
+
+/* The sum line "sched_switch CALLS NS" of the probe_stats file. */
+static int probe_stats_read(const char *path, unsigned long long *calls,
+			    unsigned long long *ns)
+{
+	FILE *f = fopen(path, "re");
+	char line[256];
+	int found = -1;
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "sched_switch %llu %llu", calls, ns) == 2)
+			found = 0;
+	fclose(f);
+	return found;
+}
+
 static pid_t gettid_(void)
 {
 	return (pid_t)syscall(SYS_gettid);
@@ -67,6 +108,11 @@ int main(int argc, char **argv)
 	long rounds = argc > 1 ? atol(argv[1]) : 20000, i;
 	int track = argc > 2 && !strcmp(argv[2], "track");
 	long nr_others = argc > 3 ? atol(argv[3]) : 0;
+	long nr_sessions = argc > 4 ? atol(argv[4]) : 0;
+	const char *stats = getenv("HGCLOCK_PROBE_STATS");
+	unsigned long long calls = 0, ns = 0;
+	struct hgclock_map *maps = NULL;
+	int *fds = NULL;
 	struct sleeper_arg *others = NULL;
 	pthread_t *ths = NULL;
 	int ping[2], pong[2], fd = -1;
@@ -120,26 +166,66 @@ int main(int argc, char **argv)
 				return 1;
 			}
 		}
+		if (nr_sessions > 0) {
+			maps = calloc(nr_sessions, sizeof(*maps));
+			fds = calloc(nr_sessions, sizeof(*fds));
+			if (!maps || !fds)
+				return 1;
+			fds[0] = fd;
+			for (i = 1; i < nr_sessions; i++)
+				fds[i] = hgclock_open(NULL);
+			for (i = 0; i < nr_sessions; i++) {
+				if (fds[i] < 0 ||
+				    hgclock_map_open(fds[i], HGCLOCK_MAP_CONSUMER, &maps[i])) {
+					fprintf(stderr, "bench_pingpong: cannot open and map session %ld of %ld\n",
+						i + 1, nr_sessions);
+					return 1;
+				}
+			}
+		}
+	}
+	if (stats && probe_stats_reset(stats)) {
+		fprintf(stderr, "bench_pingpong: cannot reset %s\n", stats);
+		return 1;
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (i = 0; i < rounds; i++) {
 		if (write(ping[1], &c, 1) != 1 || read(pong[0], &c, 1) != 1)
 			return 1;
+		if (nr_sessions > 0 && i % CHUNK == CHUNK - 1) {
+			long j;
+
+			for (j = 0; j < nr_sessions; j++)
+				hgclock_ring_skip_all(&maps[j]);
+		}
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t1);
+	if (stats && probe_stats_read(stats, &calls, &ns)) {
+		fprintf(stderr, "bench_pingpong: cannot read %s\n", stats);
+		return 1;
+	}
 	close(ping[1]);
 	waitpid(child, NULL, 0);
 	if (fd >= 0) {
 		hgclock_track(fd, getpid(), 0);
 		for (i = 0; i < nr_others; i++)
 			hgclock_track(fd, others[i].tid, 0);
+		for (i = 0; i < nr_sessions; i++) {
+			hgclock_map_close(&maps[i]);
+			if (i)
+				close(fds[i]);
+		}
 		close(fd);
 	}
+	free(maps);
+	free(fds);
 	close(sleep_pipe[1]);
 	for (i = 0; i < nr_others; i++)
 		pthread_join(ths[i], NULL);
 	free(others);
 	free(ths);
 	printf("%.1f\n", ((t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec)) / rounds);
+	if (stats)
+		printf("probe %llu %llu\n", calls, ns);
 	return 0;
 }
