@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "kselftest_harness.h"
-#include "analyze.h"
+#include "analyze_req.h"
 
 #define VMX_CPUID	10
 #define VMX_EXTINT	1
@@ -639,6 +639,353 @@ TEST(random_exactness)
 		EXPECT_EQ(s->ns[HGA_C_PREEMPTED], o);
 	}
 	hga_free(&a);
+	free(c);
+}
+
+/* ---- per request (analyze_req.h) ---- */
+
+struct req_cap {
+	int n, nr_bad_sums;
+	uint64_t wall[64], ns[64][HGR_NR_COMP];
+	uint32_t flags[64];
+};
+
+static int cap_req(void *ctx, const struct hgr_request *rq)
+{
+	struct req_cap *c = ctx;
+	uint64_t sum = 0, e = 0, o = 0;
+	uint32_t i;
+	int k;
+
+	for (k = 0; k < HGR_NR_COMP; k++)
+		sum += rq->split.ns[k];
+	for (i = 0; i < rq->split.exits.n; i++)
+		e += rq->split.exits.v[i].ns;
+	for (i = 0; i < rq->split.offenders.n; i++)
+		o += rq->split.offenders.v[i].ns;
+	if (sum != rq->wall_ns || e != rq->split.ns[HGR_C_EXIT] ||
+	    o != rq->split.ns[HGR_C_PREEMPTED])
+		c->nr_bad_sums++;
+	if (c->n < 64) {
+		c->wall[c->n] = rq->wall_ns;
+		c->flags[c->n] = rq->flags;
+		memcpy(c->ns[c->n], rq->split.ns, sizeof(c->ns[0]));
+	}
+	c->n++;
+	return 0;
+}
+
+static int rk(struct hgr *r, uint64_t t, bool entry, int guest, int vcpu, int cpu, int tid,
+	      uint32_t reason)
+{
+	struct hga_event ev = {
+		.kind = entry ? HGA_EV_KVM_ENTRY : HGA_EV_KVM_EXIT, .host_ns = t,
+		.guest = guest, .vcpu = vcpu, .host_cpu = cpu, .host_tid = tid,
+		.exit_isa = HGA_ISA_VMX, .exit_reason = reason,
+	};
+
+	return hgr_engine_event(r, &ev);
+}
+
+static int rh(struct hgr *r, uint64_t t, int cpu, int prev, bool runnable, const char *pcomm,
+	      int next, const char *ncomm)
+{
+	struct hga_event ev = {
+		.kind = HGA_EV_HOST_SWITCH, .host_ns = t, .host_cpu = cpu,
+		.prev_tid = prev, .next_tid = next, .prev_runnable = runnable,
+	};
+
+	snprintf(ev.prev_comm, sizeof(ev.prev_comm), "%s", pcomm);
+	snprintf(ev.next_comm, sizeof(ev.next_comm), "%s", ncomm);
+	return hgr_engine_event(r, &ev);
+}
+
+/* A guest switch on @vcpu; @runnable: prev_state R (prev stays on the run queue). */
+static int rg(struct hgr *r, uint64_t t, int guest, int vcpu, int prev, bool runnable, int next)
+{
+	struct hga_event ev = {
+		.kind = HGA_EV_GUEST_SWITCH, .host_ns = t, .guest = guest, .vcpu = vcpu,
+		.prev_tid = prev, .next_tid = next, .prev_runnable = runnable,
+	};
+
+	return hgr_engine_event(r, &ev);
+}
+
+static int rq(struct hgr *r, uint64_t t, uint32_t kind, int guest, int tid, uint64_t bound)
+{
+	struct hgr_event ev = {
+		.kind = kind, .host_ns = t, .guest = guest, .tid = tid, .bound_ns = bound,
+	};
+
+	snprintf(ev.name, sizeof(ev.name), "req");
+	return hgr_event(r, &ev);
+}
+
+/*
+ * Guest 0, vCPU 0 (host thread 1000 on host CPU 0); guest thread 42's
+ * request [150, 800):
+ *   [150, 200) running 50, CPUID exit [200, 230) 30, running [230, 300) 70,
+ *   preempted by hog (2000) [300, 380) 80, running [380, 400) 20;
+ *   switched out runnable at 400 (43 runs): run queue [400, 500) 100;
+ *   running [500, 550) 50; switched out asleep: blocked [550, 700) 150
+ *   (the vCPU halts meanwhile: not the request's); woken at 700: run
+ *   queue [700, 750) 50; running [750, 800) 50.
+ * running 240, exits 30, preempted 80, runqueue 150, blocked 150 = 650.
+ */
+static int scenario_request(struct hgr *r)
+{
+	int e = 0;
+
+	e |= rh(r, 0, 0, 0, true, "swapper/0", 1000, "CPU 0/KVM");
+	e |= rk(r, 0, true, 0, 0, 0, 1000, 0);
+	e |= rg(r, 100, 0, 0, 0, true, 42);
+	e |= rq(r, 150, HGR_EV_BEGIN, 0, 42, 0);
+	e |= rk(r, 200, false, 0, 0, 0, 1000, VMX_CPUID);
+	e |= rk(r, 230, true, 0, 0, 0, 1000, 0);
+	e |= rh(r, 300, 0, 1000, true, "CPU 0/KVM", 2000, "hog");
+	e |= rh(r, 380, 0, 2000, true, "hog", 1000, "CPU 0/KVM");
+	e |= rg(r, 400, 0, 0, 42, true, 43);
+	e |= rg(r, 500, 0, 0, 43, false, 42);
+	e |= rg(r, 550, 0, 0, 42, false, 0);
+	e |= rk(r, 560, false, 0, 0, 0, 1000, VMX_HLT);
+	e |= rq(r, 700, HGR_EV_WAKEUP, 0, 42, 0);
+	e |= rk(r, 720, true, 0, 0, 0, 1000, 0);
+	e |= rg(r, 750, 0, 0, 0, true, 42);
+	e |= rq(r, 800, HGR_EV_END, 0, 42, 0);
+	return e;
+}
+
+TEST(request_components)
+{
+	struct req_cap *c = calloc(1, sizeof(*c));
+	struct hgr_options opt = { .req_cb = cap_req, .ctx = c };
+	struct hgr *r = calloc(1, sizeof(*r));
+	uint64_t v, key;
+
+	ASSERT_NE(NULL, c);
+	ASSERT_NE(NULL, r);
+	ASSERT_EQ(0, hgr_init(r, 0, 0, &opt));
+	ASSERT_EQ(0, scenario_request(r));
+	ASSERT_EQ(0, hgr_finish(r, 900));
+	ASSERT_EQ(1, c->n);
+	EXPECT_EQ(0, c->nr_bad_sums);
+	EXPECT_EQ(0, r->first_err[0]);
+	EXPECT_EQ(650, c->wall[0]);
+	EXPECT_EQ(240, c->ns[0][HGR_C_RUNNING]);
+	EXPECT_EQ(30, c->ns[0][HGR_C_EXIT]);
+	EXPECT_EQ(80, c->ns[0][HGR_C_PREEMPTED]);
+	EXPECT_EQ(150, c->ns[0][HGR_C_RUNQ]);
+	EXPECT_EQ(150, c->ns[0][HGR_C_BLOCKED]);
+	EXPECT_EQ(0, c->ns[0][HGR_C_HALTED]);
+	EXPECT_EQ(0, c->ns[0][HGR_C_UNSPLIT]);
+	EXPECT_EQ(0, c->flags[0]);
+	ASSERT_EQ(1, r->nr_slow);
+	EXPECT_EQ(2000, r->slow[0].top_key[0]);
+	EXPECT_EQ(exit_key(VMX_CPUID), r->slow[0].top_key[1]);
+	EXPECT_EQ(1, r->slow[0].split.offenders.v[0].count);
+	ASSERT_EQ(0, hgr_percentile(r, HGR_C_PREEMPTED, 99, &v, &key));
+	EXPECT_EQ(80, v);
+	EXPECT_EQ(2000, key);
+	ASSERT_EQ(0, hgr_percentile(r, HGR_NR_COMP, 50, &v, &key));
+	EXPECT_EQ(650, v);
+	hgr_free(r);
+	free(r);
+	free(c);
+}
+
+/*
+ * 100 requests of thread 42, always on vCPU 0 in guest mode: request i
+ * (1..100) is preempted i ns (by kworker/1:2, tid 3000, for i = 99; by
+ * hog, 2000, otherwise) and runs 20.  Nearest rank: p50 50, p90 90,
+ * p99 99 (kworker's), max 100.  One more, short and within its ends'
+ * bounds: uncertain, left out.
+ */
+TEST(request_percentiles)
+{
+	struct hgr *r = calloc(1, sizeof(*r));
+	struct hgr_options opt = { .top = 3 };
+	uint64_t t = 100, v, key;
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f;
+	int i;
+
+	ASSERT_NE(NULL, r);
+	ASSERT_EQ(0, hgr_init(r, 0, 0, &opt));
+	ASSERT_EQ(0, rh(r, 0, 0, 0, true, "swapper/0", 1000, "CPU 0/KVM"));
+	ASSERT_EQ(0, rk(r, 0, true, 0, 0, 0, 1000, 0));
+	ASSERT_EQ(0, rg(r, 10, 0, 0, 0, true, 42));
+	for (i = 1; i <= 100; i++) {
+		int hog = i == 99 ? 3000 : 2000;
+
+		ASSERT_EQ(0, rq(r, t, HGR_EV_BEGIN, 0, 42, 0));
+		ASSERT_EQ(0, rh(r, t + 10, 0, 1000, true, "CPU 0/KVM", hog,
+				i == 99 ? "kworker/1:2" : "hog"));
+		ASSERT_EQ(0, rh(r, t + 10 + i, 0, hog, true, i == 99 ? "kworker/1:2" : "hog", 1000,
+				"CPU 0/KVM"));
+		ASSERT_EQ(0, rq(r, t + 20 + i, HGR_EV_END, 0, 42, 0));
+		t += 1000;
+	}
+	ASSERT_EQ(0, rq(r, t, HGR_EV_BEGIN, 0, 42, 10));
+	ASSERT_EQ(0, rq(r, t + 15, HGR_EV_END, 0, 42, 10));
+	ASSERT_EQ(0, hgr_finish(r, t + 100));
+	EXPECT_EQ(0, r->first_err[0]);
+	EXPECT_EQ(100, r->nr_requests);
+	EXPECT_EQ(1, r->nr_uncertain);
+	EXPECT_EQ(15, r->uncertain_ns);
+	ASSERT_EQ(0, hgr_percentile(r, HGR_C_PREEMPTED, 50, &v, &key));
+	EXPECT_EQ(50, v);
+	EXPECT_EQ(2000, key);
+	ASSERT_EQ(0, hgr_percentile(r, HGR_C_PREEMPTED, 90, &v, &key));
+	EXPECT_EQ(90, v);
+	ASSERT_EQ(0, hgr_percentile(r, HGR_C_PREEMPTED, 99, &v, &key));
+	EXPECT_EQ(99, v);
+	EXPECT_EQ(3000, key);
+	ASSERT_EQ(0, hgr_percentile(r, HGR_C_PREEMPTED, 100, &v, &key));
+	EXPECT_EQ(100, v);
+	ASSERT_EQ(0, hgr_percentile(r, HGR_C_RUNNING, 99, &v, &key));
+	EXPECT_EQ(20, v);
+	ASSERT_EQ(0, hgr_percentile(r, HGR_NR_COMP, 100, &v, &key));
+	EXPECT_EQ(120, v);
+	/* the slowest three, slowest first */
+	ASSERT_EQ(3, r->nr_slow);
+	EXPECT_EQ(120, r->slow[0].wall_ns);
+	EXPECT_EQ(119, r->slow[1].wall_ns);
+	EXPECT_EQ(118, r->slow[2].wall_ns);
+	f = open_memstream(&buf, &len);
+	ASSERT_NE(NULL, f);
+	ASSERT_EQ(0, hgr_report_text(r, f));
+	fclose(f);
+	EXPECT_NE(NULL, strstr(buf, "p99 requests lost 99 ns to host preemption, most by "
+			  "kworker/1:2-3000"));
+	EXPECT_NE(NULL, strstr(buf, "1 requests (15 ns) no longer than the mapping's bounds"));
+	free(buf);
+	hgr_free(r);
+	free(r);
+}
+
+/*
+ * Bad input, each counted and said, nothing made up: an end without a
+ * begin, a nested begin (the outer request measured whole), a request
+ * never ended, an event going back in time, fields out of range; and a
+ * request of a thread the guest's scheduler never named: all "unsplit".
+ */
+TEST(request_bad_input)
+{
+	struct req_cap *c = calloc(1, sizeof(*c));
+	struct hgr_options opt = { .req_cb = cap_req, .ctx = c };
+	struct hgr *r = calloc(1, sizeof(*r));
+	uint64_t v, key;
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f;
+
+	ASSERT_NE(NULL, c);
+	ASSERT_NE(NULL, r);
+	ASSERT_EQ(0, hgr_init(r, 0, 0, &opt));
+	EXPECT_EQ(-1, hgr_percentile(r, HGR_NR_COMP, 50, &v, &key));
+	EXPECT_EQ(1, rq(r, 10, HGR_EV_END, 0, 42, 0));
+	EXPECT_EQ(1, r->nr_end_alone);
+	ASSERT_EQ(0, rq(r, 100, HGR_EV_BEGIN, 0, 42, 0));
+	ASSERT_EQ(0, rq(r, 150, HGR_EV_BEGIN, 0, 42, 0));
+	ASSERT_EQ(0, rq(r, 160, HGR_EV_END, 0, 42, 0));
+	EXPECT_EQ(0, c->n);
+	EXPECT_EQ(1, rq(r, 120, HGR_EV_END, 0, 42, 0));
+	EXPECT_EQ(1, r->nr_regressions);
+	EXPECT_EQ(1, rq(r, 200, HGR_EV_END, -1, 42, 0));
+	EXPECT_EQ(1, rq(r, 200, HGR_EV_END, 0, 0, 0));
+	EXPECT_EQ(1, rq(r, 200, 99, 0, 42, 0));
+	EXPECT_EQ(3, r->nr_bad);
+	ASSERT_EQ(0, rq(r, 300, HGR_EV_END, 0, 42, 0));
+	ASSERT_EQ(1, c->n);
+	EXPECT_EQ(200, c->wall[0]);
+	EXPECT_EQ(200, c->ns[0][HGR_C_UNSPLIT]);
+	EXPECT_EQ(1, r->nr_nested);
+	ASSERT_EQ(0, rq(r, 400, HGR_EV_BEGIN, 0, 43, 0));
+	ASSERT_EQ(0, hgr_finish(r, 500));
+	EXPECT_EQ(1, r->nr_never_ended);
+	EXPECT_EQ(1, r->nr_requests);
+	EXPECT_EQ(0, c->nr_bad_sums);
+	f = open_memstream(&buf, &len);
+	ASSERT_NE(NULL, f);
+	ASSERT_EQ(0, hgr_report_text(r, f));
+	fclose(f);
+	EXPECT_NE(NULL, strstr(buf, "1 ends without a begin"));
+	EXPECT_NE(NULL, strstr(buf, "1 nested begins"));
+	EXPECT_NE(NULL, strstr(buf, "1 requests never ended: not split"));
+	EXPECT_NE(NULL, strstr(buf, "1 request events before the events already taken"));
+	EXPECT_NE(NULL, strstr(buf, "no guest sched_switch"));
+	free(buf);
+	hgr_free(r);
+	free(r);
+	free(c);
+}
+
+/*
+ * A random sequence of kvm_*, host and guest switches (with lost ones),
+ * wakeups and requests on two guests' two vCPUs: every request adds up
+ * to its wall time, its exits and offenders to their components.
+ */
+TEST(request_random_exactness)
+{
+	static const uint32_t reasons[] = { VMX_CPUID, VMX_EXTINT, VMX_HLT, VMX_IO };
+	int tid_of[2][2] = { { 1000, 1001 }, { 2000, 2001 } };
+	struct req_cap *c = calloc(1, sizeof(*c));
+	struct hgr_options opt = { .req_cb = cap_req, .ctx = c };
+	struct hgr *r = calloc(1, sizeof(*r));
+	uint64_t seed = 777, t = 1000;
+	int n;
+
+	ASSERT_NE(NULL, c);
+	ASSERT_NE(NULL, r);
+	ASSERT_EQ(0, hgr_init(r, 5000, 900000, &opt));
+	for (n = 0; n < 30000; n++) {
+		int g, v, cpu, kind, x;
+
+		seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+		x = (int)(seed >> 33);
+		t += (uint64_t)(x % 67);
+		g = x & 1;
+		v = (x >> 1) & 1;
+		cpu = (x >> 2) % 3;
+		kind = (x >> 4) % 8;
+		switch (kind) {
+		case 0:
+		case 1:
+			ASSERT_EQ(0, rk(r, t, kind == 0, g, v, cpu, tid_of[g][v],
+					reasons[(x >> 8) % 4]));
+			break;
+		case 2:
+			ASSERT_EQ(0, rh(r, t, cpu, (x >> 8) % 3 ? 3000 + (x >> 10) % 4 :
+					tid_of[(x >> 12) & 1][(x >> 13) & 1], (x >> 14) & 1, "p",
+					(x >> 15) % 3 ? 3000 + (x >> 17) % 4 :
+					tid_of[(x >> 19) & 1][(x >> 20) & 1], "n"));
+			break;
+		case 3:
+		case 4:
+			ASSERT_EQ(0, rg(r, t, g, v, (x >> 8) % 5, (x >> 11) & 1, (x >> 12) % 5));
+			break;
+		case 5:
+			ASSERT_EQ(0, rq(r, t, HGR_EV_WAKEUP, g, 1 + (x >> 8) % 4, 0));
+			break;
+		default:
+			/* ends without begins and nested begins are refused or counted */
+			ASSERT_LE(0, rq(r, t, (x >> 8) & 1 ? HGR_EV_BEGIN : HGR_EV_END, g,
+					1 + (x >> 9) % 4, (uint64_t)((x >> 12) % 8)));
+		}
+	}
+	ASSERT_EQ(0, hgr_finish(r, t + 10));
+	EXPECT_GT(c->n, 100);
+	EXPECT_EQ(0, c->nr_bad_sums);
+	/* refusals are said there; an internal error would be too */
+	EXPECT_EQ(NULL, strstr(r->first_err, "internal"));
+	EXPECT_EQ(0, r->a.first_err[0]);
+	EXPECT_GT(r->tot.ns[HGR_C_RUNQ], 0);
+	EXPECT_GT(r->tot.ns[HGR_C_BLOCKED], 0);
+	EXPECT_GT(r->tot.ns[HGR_C_PREEMPTED], 0);
+	EXPECT_GT(r->tot.ns[HGR_C_EXIT], 0);
+	hgr_free(r);
+	free(r);
 	free(c);
 }
 

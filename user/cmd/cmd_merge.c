@@ -97,6 +97,7 @@ static void merge_usage(FILE *out)
 		"                     [--guest [ID=]FILE]... [--app FILE]... [--guest-app [ID=]FILE]...\n"
 		"                     [--perf FILE]... [--guest-perf [ID=]FILE]... [--report FILE]\n"
 		"                     [--sort KEYS] [--analyze FILE] [--analyze-json FILE]\n"
+		"                     [--analyze-slice BEGIN,END]\n"
 		"                     [-o FILE] [--json FILE] [--dat FILE] [--perfetto FILE]\n"
 		"                     [--no-text]\n"
 		"                     [--method auto|kvm-exact|exit|probe|marker] [--recompute]\n"
@@ -121,7 +122,12 @@ static void merge_usage(FILE *out)
 		"                      the vCPU when a guest sample was taken\n"
 		"  --analyze FILE      where each guest thread's and vCPU's time went (guest\n"
 		"                      mode, exits by reason, preempted on the host and by\n"
-		"                      whom, halted) into FILE; --analyze-json FILE: as JSON\n"
+		"                      whom, halted) into FILE; --analyze-json FILE: as JSON;\n"
+		"                      with --guest-app files, each begin/end request too\n"
+		"                      (the slowest, percentiles per component)\n"
+		"  --analyze-slice BEGIN,END  requests from two guest trace events too\n"
+		"                      ([system:]name, e.g. raw_syscalls:sys_enter,\n"
+		"                      raw_syscalls:sys_exit), on the event's thread\n"
 		"  -o, --output FILE   the text timeline (default: standard output)\n"
 		"  --json FILE         a Chrome/Perfetto JSON trace (ui.perfetto.dev)\n"
 		"  --no-text           no text timeline\n"
@@ -382,7 +388,7 @@ static int convert_perf(struct hgm_input_spec *in, int n, char (*tmp)[PATH_MAX],
 
 /* merge's long options without a letter */
 enum { OPT_FROM = 1000, OPT_TO, OPT_GUESTS, OPT_VCPUS, OPT_EVENTS, OPT_DAT, OPT_PERFETTO,
-       OPT_ANALYZE, OPT_ANALYZE_JSON };
+       OPT_ANALYZE, OPT_ANALYZE_JSON, OPT_ANALYZE_SLICE };
 
 int cmd_merge(int argc, char **argv)
 {
@@ -397,6 +403,7 @@ int cmd_merge(int argc, char **argv)
 		{ "sort", required_argument, NULL, 's' },
 		{ "analyze", required_argument, NULL, OPT_ANALYZE },
 		{ "analyze-json", required_argument, NULL, OPT_ANALYZE_JSON },
+		{ "analyze-slice", required_argument, NULL, OPT_ANALYZE_SLICE },
 		{ "output", required_argument, NULL, 'o' },
 		{ "json", required_argument, NULL, 'j' },
 		{ "no-text", no_argument, NULL, 'T' },
@@ -441,7 +448,7 @@ int cmd_merge(int argc, char **argv)
 	struct hgm_dat_result *dres = NULL;
 	const char *report_path = NULL, *sort_spec = "guest,pcpu,vcpu,comm,sym";
 	struct hg_output ro = { 0 }, ao = { 0 }, ajo = { 0 };
-	const char *analyze_path = NULL, *analyze_json_path = NULL;
+	const char *analyze_path = NULL, *analyze_json_path = NULL, *analyze_slice = NULL;
 	int sort_keys[6], nr_sort_keys = 0;
 	FILE *tout = NULL, *jout = NULL;
 	const void *buf = NULL;
@@ -492,6 +499,9 @@ int cmd_merge(int argc, char **argv)
 			break;
 		case OPT_ANALYZE_JSON:
 			analyze_json_path = optarg;
+			break;
+		case OPT_ANALYZE_SLICE:
+			analyze_slice = optarg;
 			break;
 		case 'o':
 			out_path = optarg;
@@ -606,6 +616,10 @@ int cmd_merge(int argc, char **argv)
 	}
 	if (report_path && !nr_app_specs) {
 		hg_err("--report counts perf samples: give --perf or --guest-perf");
+		return HGCLOCK_EXIT_USAGE;
+	}
+	if (analyze_slice && !analyze_path && !analyze_json_path) {
+		hg_err("--analyze-slice is for --analyze or --analyze-json");
 		return HGCLOCK_EXIT_USAGE;
 	}
 	if (no_text && !json_path && !report_path && !dat_path && !pf_path && !analyze_path &&
@@ -749,7 +763,7 @@ int cmd_merge(int argc, char **argv)
 		rc = HGM_E_SYSTEM;
 		if ((!analyze_path || !hg_output_open(&ao, analyze_path)) &&
 		    (!analyze_json_path || !hg_output_open(&ajo, analyze_json_path))) {
-			rc = hga_merge_run(&par, ao.f, ajo.f, err, sizeof(err));
+			rc = hga_merge_run(&par, ao.f, ajo.f, analyze_slice, err, sizeof(err));
 			if (rc)
 				hg_err("%s", err);
 		}

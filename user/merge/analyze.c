@@ -65,7 +65,7 @@ struct hga_cpu_state {
 
 /* ---- buckets and splits ---- */
 
-static int bucket_add(struct hga_buckets *b, uint64_t key, uint64_t ns, uint64_t count)
+int hga_bucket_add(struct hga_buckets *b, uint64_t key, uint64_t ns, uint64_t count)
 {
 	uint32_t i;
 
@@ -102,11 +102,11 @@ static int split_add(struct hga_split *dst, const struct hga_split *src)
 	for (c = 0; c < HGA_NR_COMP; c++)
 		dst->ns[c] += src->ns[c];
 	for (i = 0; i < src->exits.n; i++)
-		if (bucket_add(&dst->exits, src->exits.v[i].key, src->exits.v[i].ns,
+		if (hga_bucket_add(&dst->exits, src->exits.v[i].key, src->exits.v[i].ns,
 			       src->exits.v[i].count))
 			return -1;
 	for (i = 0; i < src->offenders.n; i++)
-		if (bucket_add(&dst->offenders, src->offenders.v[i].key, src->offenders.v[i].ns,
+		if (hga_bucket_add(&dst->offenders, src->offenders.v[i].key, src->offenders.v[i].ns,
 			       src->offenders.v[i].count))
 			return -1;
 	return 0;
@@ -244,7 +244,7 @@ static int set_name(struct hga *a, int32_t tid, const char *comm)
 	return 0;
 }
 
-static const char *host_name(const struct hga *a, uint64_t key)
+const char *hga_host_name(const struct hga *a, uint64_t key)
 {
 	uint32_t i;
 
@@ -288,10 +288,22 @@ static int split_charge(struct hga_split *s, enum hga_comp c, uint64_t key, uint
 {
 	s->ns[c] += ns;
 	if (c == HGA_C_EXIT)
-		return bucket_add(&s->exits, key, ns, 0);
+		return hga_bucket_add(&s->exits, key, ns, 0);
 	if (c == HGA_C_PREEMPTED)
-		return bucket_add(&s->offenders, key, ns, 0);
+		return hga_bucket_add(&s->offenders, key, ns, 0);
 	return 0;
+}
+
+/* The open slice's charge, told to the options' charge_cb (analyze_req.c). */
+static int charge_hook(struct hga *a, const struct hga_vcpu_state *v, uint64_t t0, uint64_t t1,
+		       enum hga_comp c, uint64_t key, uint64_t count)
+{
+	struct hga_charge ch = {
+		.guest = v->guest, .vcpu = v->vcpu, .tid = v->tid, .t0 = t0, .t1 = t1,
+		.comp = c, .key = key, .count = count,
+	};
+
+	return a->opt.charge_cb ? a->opt.charge_cb(a->opt.ctx, &ch) : 0;
 }
 
 /* [v->last_ns, t) to the component of v's state, within the window. */
@@ -317,7 +329,7 @@ static int charge(struct hga *a, struct hga_vcpu_state *v, uint64_t t)
 		return -1;
 	if (v->in_slice && split_charge(&v->split, c, key, t1 - t0))
 		return -1;
-	return 0;
+	return v->in_slice ? charge_hook(a, v, t0, t1, c, key, 0) : 0;
 }
 
 /* A count (an exit or preemption begun at @t) in the vCPU's splits. */
@@ -329,11 +341,11 @@ static int count_at(struct hga *a, struct hga_vcpu_state *v, enum hga_comp c, ui
 
 	if (t < a->opt.from_ns || t >= a->opt.to_ns)
 		return 0;
-	if (bucket_add(tb, key, 0, 1))
+	if (hga_bucket_add(tb, key, 0, 1))
 		return -1;
-	if (v->in_slice && bucket_add(sb, key, 0, 1))
+	if (v->in_slice && hga_bucket_add(sb, key, 0, 1))
 		return -1;
-	return 0;
+	return v->in_slice ? charge_hook(a, v, t, t, c, key, 1) : 0;
 }
 
 /* The host CPU's running task becomes @tid at @t: its preempted vCPUs charged first. */
@@ -637,6 +649,20 @@ bad:
 	return 1;
 }
 
+int hga_charge_guest(struct hga *a, int32_t guest, uint64_t t)
+{
+	uint32_t i;
+
+	if (t > a->last_ns)
+		a->last_ns = t;
+	/* a vCPU not started yet starts at its own first event */
+	for (i = 0; i < a->nr_vcpus; i++)
+		if (a->vcpus[i].guest == guest && a->vcpus[i].started &&
+		    charge(a, &a->vcpus[i], t))
+			return -1;
+	return 0;
+}
+
 int hga_finish(struct hga *a, uint64_t end_ns)
 {
 	uint32_t i;
@@ -737,7 +763,7 @@ static int cmp_bucket_ns(const void *x, const void *y)
 	return p->key < q->key ? -1 : p->key > q->key;
 }
 
-static void exit_label(char *buf, size_t len, uint64_t key)
+void hga_exit_label(char *buf, size_t len, uint64_t key)
 {
 	const char *name = hga_exit_name(key >> 32, (uint32_t)key);
 
@@ -772,13 +798,13 @@ static void print_top(const struct hga *a, FILE *out, struct hga_buckets *b, boo
 	qsort(b->v, b->n, sizeof(*b->v), cmp_bucket_ns);
 	for (i = 0; i < b->n && i < top; i++) {
 		if (exits)
-			exit_label(label, sizeof(label), b->v[i].key);
+			hga_exit_label(label, sizeof(label), b->v[i].key);
 		else if (b->v[i].key == NO_TID_KEY)
 			snprintf(label, sizeof(label), "(unknown task)");
 		else if (b->v[i].key == OTHER_KEY)
 			snprintf(label, sizeof(label), "(other tasks)");
 		else
-			snprintf(label, sizeof(label), "%s-%" PRIu64, host_name(a, b->v[i].key),
+			snprintf(label, sizeof(label), "%s-%" PRIu64, hga_host_name(a, b->v[i].key),
 				 b->v[i].key);
 		fprintf(out, "    %-24s %15" PRIu64 " ns  %" PRIu64 " %s\n", label, b->v[i].ns,
 			b->v[i].count, exits ? "exits" : "preemptions");
@@ -886,7 +912,7 @@ static void json_split(struct json_writer *w, const struct hga *a, const char *k
 	json_begin_array(w, "exit_reasons");
 	for (i = 0; i < s->exits.n; i++) {
 		json_begin_object(w, NULL);
-		exit_label(label, sizeof(label), s->exits.v[i].key);
+		hga_exit_label(label, sizeof(label), s->exits.v[i].key);
 		json_string(w, "reason", label);
 		json_u64(w, "isa", s->exits.v[i].key >> 32);
 		json_u64(w, "code", (uint32_t)s->exits.v[i].key);
@@ -902,7 +928,7 @@ static void json_split(struct json_writer *w, const struct hga *a, const char *k
 			json_null(w, "tid");
 		else
 			json_u64(w, "tid", s->offenders.v[i].key);
-		json_string(w, "comm", host_name(a, s->offenders.v[i].key));
+		json_string(w, "comm", hga_host_name(a, s->offenders.v[i].key));
 		json_u64(w, "ns", s->offenders.v[i].ns);
 		json_u64(w, "count", s->offenders.v[i].count);
 		json_end_object(w);
@@ -965,6 +991,8 @@ int hga_report_json(const struct hga *a, FILE *out)
 		json_end_object(&w);
 	}
 	json_end_array(&w);
+	if (a->opt.json_cb && a->opt.json_cb(a->opt.ctx, &w))
+		return -1;
 	json_end_object(&w);
 	json_finish(&w);
 	return ferror(out) ? -1 : 0;

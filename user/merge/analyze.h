@@ -85,6 +85,8 @@ struct hga_buckets {
 	struct hga_bucket *v;
 	uint32_t n, cap;
 };
+/* Adds to @key's bucket (past HGA_MAX_KEYS keys: to "(others)"); 0 or -1. */
+int hga_bucket_add(struct hga_buckets *b, uint64_t key, uint64_t ns, uint64_t count);
 
 struct hga_split {
 	uint64_t ns[HGA_NR_COMP];
@@ -107,10 +109,25 @@ struct hga_slice {
 	const struct hga_split *split;	/* valid during the callback only */
 };
 
+/* A piece of an open slice's time charged to one component (or a count, t0 == t1). */
+struct hga_charge {
+	int32_t guest, vcpu, tid;	/* the slice's guest thread */
+	uint64_t t0, t1;		/* host ns [t0, t1), clipped to the window */
+	enum hga_comp comp;
+	uint64_t key;			/* exit reason or host tid, as the buckets' */
+	uint64_t count;			/* 1: an exit or preemption begun at t0 */
+};
+
+struct json_writer;
+
 struct hga_options {
 	uint64_t from_ns, to_ns;	/* host-ns window [from, to); to 0: no end */
 	/* Each closed slice (NULL: none); returns 0 to go on. */
 	int (*slice_cb)(void *ctx, const struct hga_slice *s);
+	/* Each charge to an open slice, in time order per vCPU (NULL: none). */
+	int (*charge_cb)(void *ctx, const struct hga_charge *ch);
+	/* More members for the JSON report's object (NULL: none); 0 or -1. */
+	int (*json_cb)(void *ctx, struct json_writer *w);
 	void *ctx;
 };
 
@@ -155,12 +172,22 @@ int hga_init(struct hga *a, const struct hga_options *opt);
  * the report); -1: out of memory; else the slice callback's value.
  */
 int hga_event(struct hga *a, const struct hga_event *ev);
+/*
+ * Charges every started vCPU of @guest up to @t (>= the last event's):
+ * the splits stay as they would be, the charge_cb sees the cut at @t.
+ * 0, or the callback's value.
+ */
+int hga_charge_guest(struct hga *a, int32_t guest, uint64_t t);
 /* Closes the slices still open at @end_ns (the trace's end). */
 int hga_finish(struct hga *a, uint64_t end_ns);
 void hga_free(struct hga *a);
 
 /* A vCPU's whole split (every ns since its first event, in the window), or NULL. */
 const struct hga_split *hga_vcpu_split(const struct hga *a, int32_t guest, int32_t vcpu);
+
+/* An offender's (host tid key's) last name; an exit key's label in @buf. */
+const char *hga_host_name(const struct hga *a, uint64_t key);
+void hga_exit_label(char *buf, size_t len, uint64_t key);
 
 /* What the input lacks, as report lines (one per missing kind) in @buf. */
 void hga_missing(const struct hga *a, char *buf, size_t len);
@@ -174,9 +201,12 @@ int hga_report_json(const struct hga *a, FILE *out);
  * thread, decoded into the engine, its reports to @text and/or @json
  * (either may be NULL).  The filter's --from/--to clip the split (the
  * events before still set the state), its --events is ignored.  0, or
- * an HGM_E_* with @err.
+ * an HGM_E_* with @err.  Requests (analyze_req.h): the guests'
+ * application events' begin/end, and @slice ("BEGIN,END": two guest trace
+ * events, [system:]name, or NULL) on the event's thread.
  */
 struct hgm_par;
-int hga_merge_run(const struct hgm_par *par, FILE *text, FILE *json, char *err, size_t err_len);
+int hga_merge_run(const struct hgm_par *par, FILE *text, FILE *json, const char *slice,
+		  char *err, size_t err_len);
 
 #endif /* HGCLOCK_ANALYZE_H */

@@ -9,6 +9,11 @@
  *   host sched:sched_switch             on the host CPU it was traced on
  *   guest sched:sched_switch            at its mapped host time, its vCPU,
  *                                       the mapping's bound
+ *   guest sched:sched_wakeup(_new)      the woken thread runnable (requests)
+ *   guest application events            hgclock_event() begin/end: a request
+ *                                       of the event's thread (analyze_req.h)
+ *   guest trace events BEGIN,END        --analyze-slice: the same, the
+ *                                       event's pid the thread
  *
  * Disruptions (migration, restore) are not fed yet: each incarnation is
  * a guest of its own in the correlation (Documentation/analyze.rst).
@@ -19,15 +24,22 @@
 
 #include <event-parse.h>
 
-#include "analyze.h"
+#include "analyze_req.h"
+#include "appev.h"
 #include "merge.h"
 
+#define SLICE_EVENT_LEN	128
+
 struct feed {
-	struct hga *a;
+	struct hgr *r;
 	const struct hgm *m;
 	const struct hgsync *sync;
 	uint64_t last_ns;
 	uint64_t nr_unplaced;		/* host kvm_* of a thread no guest's */
+	uint64_t nr_host_app;		/* host applications' begin/end: no guest thread */
+	uint64_t nr_unmapped_app;	/* guest ones without host time */
+	/* --analyze-slice: "system:name" or "name" */
+	char begin[SLICE_EVENT_LEN], end[SLICE_EVENT_LEN];
 	/* the last thread looked up: the next kvm_* is most often its */
 	int32_t tid, guest, cpu;
 };
@@ -84,6 +96,67 @@ static int place_thread(struct feed *f, int32_t tid, int32_t *guest, int32_t *cp
 	return *guest < 0 ? -1 : 0;
 }
 
+/* Does @ev match @spec, "system:name" or "name"? */
+static bool matches(const struct hgm_event *ev, const char *spec)
+{
+	const char *colon = strchr(spec, ':');
+
+	if (!spec[0] || !ev->event || !ev->event->name)
+		return false;
+	if (!colon)
+		return !strcmp(ev->event->name, spec);
+	return ev->event->system && strlen(ev->event->system) == (size_t)(colon - spec) &&
+	       !strncmp(ev->event->system, spec, (size_t)(colon - spec)) &&
+	       !strcmp(ev->event->name, colon + 1);
+}
+
+/* A request's begin or end, or a wakeup: 1 when @ev is one (fed), 0 not, -1 no memory. */
+static int feed_request(struct feed *f, const struct hgm_event *ev)
+{
+	struct hgr_event e = { 0 };
+	unsigned long long v;
+
+	if (ev->app) {
+		if (ev->in->perf || (ev->app->kind != HGEV_KIND_BEGIN &&
+				     ev->app->kind != HGEV_KIND_END))
+			return 0;
+		if (ev->in->guest < 0) {
+			f->nr_host_app++;
+			return 1;
+		}
+		if (ev->flags & HGM_EV_UNMAPPED) {
+			f->nr_unmapped_app++;
+			return 1;
+		}
+		e.kind = ev->app->kind == HGEV_KIND_BEGIN ? HGR_EV_BEGIN : HGR_EV_END;
+		/* a tid past INT32_MAX is damage: the layer refuses tids <= 0 */
+		e.tid = ev->app->tid > INT32_MAX ? -1 : (int32_t)ev->app->tid;
+		/* a longer name is cut: the report's column is narrower still */
+		snprintf(e.name, sizeof(e.name), "%.*s", HGR_NAME_LEN - 1, ev->app->name);
+	} else if (ev->rec && ev->event && ev->in->guest >= 0 &&
+		   !(ev->flags & HGM_EV_UNMAPPED)) {
+		if (is(ev, "sched", "sched_wakeup") || is(ev, "sched", "sched_wakeup_new")) {
+			if (field(ev, "pid", &v) || v > INT32_MAX)
+				return 1;
+			e.kind = HGR_EV_WAKEUP;
+			e.tid = (int32_t)v;
+		} else if (matches(ev, f->begin) || matches(ev, f->end)) {
+			e.kind = matches(ev, f->begin) ? HGR_EV_BEGIN : HGR_EV_END;
+			e.tid = tep_data_pid(ev->in->tep, ev->rec);
+			snprintf(e.name, sizeof(e.name), "%.*s", HGR_NAME_LEN - 1, ev->event->name);
+		} else {
+			return 0;
+		}
+	} else {
+		return 0;
+	}
+	e.host_ns = hgm_host_ns(f->m, ev->host_ts);
+	f->last_ns = e.host_ns;
+	e.guest = ev->in->guest;
+	e.bound_ns = ev->bound_ns;
+	return hgr_event(f->r, &e) < 0 ? -1 : 1;
+}
+
 static int feed_event(void *ctx, const struct hgm_event *ev)
 {
 	struct feed *f = ctx;
@@ -91,6 +164,9 @@ static int feed_event(void *ctx, const struct hgm_event *ev)
 	unsigned long long v;
 	int ret;
 
+	ret = feed_request(f, ev);
+	if (ret)
+		return ret < 0 ? -1 : 0;
 	if (!ev->rec || !ev->event || (ev->flags & HGM_EV_UNMAPPED))
 		return 0;
 	e.host_ns = hgm_host_ns(f->m, ev->host_ts);
@@ -129,25 +205,59 @@ static int feed_event(void *ctx, const struct hgm_event *ev)
 			e.guest = ev->in->guest;
 			e.vcpu = ev->cpu;
 			e.bound_ns = ev->bound_ns;
+			/* for the requests: switched out runnable (the guest's run queue) */
+			e.prev_runnable = !field(ev, "prev_state", &v) && !(v & 0xff);
 		}
 	} else {
 		return 0;
 	}
-	ret = hga_event(f->a, &e);
+	ret = hgr_engine_event(f->r, &e);
 	/* refused input is counted and reported; only memory stops the pass */
 	return ret < 0 ? -1 : 0;
 }
 
-int hga_merge_run(const struct hgm_par *par, FILE *text, FILE *json, char *err, size_t err_len)
+/* --analyze-slice BEGIN,END into @f; 0, or -1 with @err. */
+static int parse_slice(struct feed *f, const char *spec, char *err, size_t err_len)
+{
+	const char *comma = spec ? strchr(spec, ',') : NULL;
+	size_t n;
+
+	if (!spec)
+		return 0;
+	n = comma ? (size_t)(comma - spec) : 0;
+	if (!comma || !n || n >= SLICE_EVENT_LEN || !comma[1] || strchr(comma + 1, ',') ||
+	    strlen(comma + 1) >= SLICE_EVENT_LEN) {
+		snprintf(err, err_len, "--analyze-slice: not BEGIN,END (two event names, "
+			 "[system:]name, each shorter than %d bytes): %.64s", SLICE_EVENT_LEN, spec);
+		return -1;
+	}
+	memcpy(f->begin, spec, n);
+	f->begin[n] = '\0';
+	snprintf(f->end, sizeof(f->end), "%s", comma + 1);
+	if (!strcmp(f->begin, f->end)) {
+		snprintf(err, err_len, "--analyze-slice: BEGIN and END are the same event (%s)",
+			 f->begin);
+		return -1;
+	}
+	return 0;
+}
+
+int hga_merge_run(const struct hgm_par *par, FILE *text, FILE *json, const char *slice,
+		  char *err, size_t err_len)
 {
 	static struct hgm_filter filter;	/* large: not on the stack */
+	static struct hgr r;			/* not moved while in use */
 	struct hgm m = { 0 };
 	struct hgm_options opt = par->opt;
 	struct hga_options aopt = { 0 };
-	struct hga a = { 0 };
-	struct feed f = { .a = &a, .m = &m, .sync = par->sync, .tid = -1, .guest = -1 };
+	struct hga *a = &r.a;
+	struct feed f = { .r = &r, .m = &m, .sync = par->sync, .tid = -1, .guest = -1 };
+	bool requests = slice != NULL;
 	uint64_t v;
 	int ret = 0;
+
+	if (parse_slice(&f, slice, err, err_len))
+		return HGM_E_INPUT;
 
 	opt.progress = false;
 	opt.shard = opt.nr_shards = 0;
@@ -164,9 +274,13 @@ int hga_merge_run(const struct hgm_par *par, FILE *text, FILE *json, char *err, 
 		filter.nr_events = 0;
 		opt.filter = &filter;
 	}
-	for (int i = 0; i < par->nr_inputs && !ret; i++)
-		if (!par->inputs[i].app)
-			ret = hgm_add_spec(&m, &par->inputs[i], err, err_len);
+	/* application events (not perf samples): the requests */
+	for (int i = 0; i < par->nr_inputs && !ret; i++) {
+		if (par->inputs[i].perf)
+			continue;
+		requests |= par->inputs[i].app;
+		ret = hgm_add_spec(&m, &par->inputs[i], err, err_len);
+	}
 	if (!ret)
 		ret = hgm_start(&m, par->sync, &opt, err, err_len);
 	if (!ret && par->opt.filter && par->opt.filter->from.set) {
@@ -180,22 +294,37 @@ int hga_merge_run(const struct hgm_par *par, FILE *text, FILE *json, char *err, 
 		/* --to includes its end; the engine's window does not */
 		aopt.to_ns = hgm_host_ns(&m, v) + 1;
 	}
-	if (!ret && hga_init(&a, &aopt)) {
+	if (!ret && hgr_init(&r, aopt.from_ns, aopt.to_ns, NULL)) {
 		snprintf(err, err_len, "--analyze: --from is not before --to");
 		ret = HGM_E_INPUT;
 	}
-	if (!ret && (hgm_run(&m, feed_event, &f) || hga_finish(&a, f.last_ns))) {
+	/* the JSON's "requests" only when there are requests to look for */
+	if (!requests)
+		a->opt.json_cb = NULL;
+	if (!ret && (hgm_run(&m, feed_event, &f) || hgr_finish(&r, f.last_ns))) {
 		snprintf(err, err_len, "--analyze: out of memory");
 		ret = HGM_E_SYSTEM;
 	}
 	if (!ret && text && f.nr_unplaced)
 		fprintf(text, "# %" PRIu64 " host kvm_entry/kvm_exit of threads that are no merged "
 			"guest's vCPU (other VMs, or no tracking record): left out\n", f.nr_unplaced);
-	if (!ret && ((text && hga_report_text(&a, text, 10)) || (json && hga_report_json(&a, json)))) {
+	if (!ret && ((text && hga_report_text(a, text, 10)) || (json && hga_report_json(a, json)))) {
 		snprintf(err, err_len, "--analyze: writing the report failed");
 		ret = HGM_E_SYSTEM;
 	}
-	hga_free(&a);
+	if (!ret && text && requests) {
+		if (f.nr_host_app)
+			fprintf(text, "\n# %" PRIu64 " host applications' begin/end events: not a "
+				"guest thread's, left out", f.nr_host_app);
+		if (f.nr_unmapped_app)
+			fprintf(text, "\n# %" PRIu64 " guest applications' begin/end events without "
+				"host time: left out", f.nr_unmapped_app);
+		if (hgr_report_text(&r, text)) {
+			snprintf(err, err_len, "--analyze: writing the report failed");
+			ret = HGM_E_SYSTEM;
+		}
+	}
+	hgr_free(&r);
 	hgm_close(&m);
 	return ret;
 }
