@@ -336,5 +336,82 @@ else
 	not_ok analyze_window "$msg"
 fi
 
+# Per request (analyze.rst): a guest application's begin/end (two
+# requests of sh:167, one nested begin, an end without a begin, a request
+# never ended) and --analyze-slice pairs: each request's components add
+# up to its wall time, the bad input is counted, nothing else split.
+# The app file's stamps are the guest's sched_clock less 75766537063 ns:
+# how this recording maps a guest application's local clock.
+python3 - app-req.hgev <<'PY'
+import struct, sys
+off = 75766537063
+hdr = b"HGCLKEVT" + struct.pack("<IIIIII", 1, 128, 2, 0, 4242, 0)
+hdr += b"reqapp".ljust(16, b"\0") + b"guest".ljust(72, b"\0") + bytes(8)
+def rec(kind, ts, tid, name):
+    size = (24 + len(name) + 7) & ~7
+    body = struct.pack("<HBBIQIHH", size, kind, 1, 1, ts - off, tid, len(name), 0) + name
+    return body.ljust(size, b"\0")
+r = rec(2, 253075000000, 167, b"req") + rec(2, 253100000000, 167, b"inner")
+r += rec(3, 253110000000, 167, b"inner") + rec(3, 253160000000, 167, b"req")
+r += rec(3, 253500000000, 166, b"req") + rec(2, 254000000000, 167, b"req")
+r += rec(3, 254330000000, 167, b"req") + rec(2, 254350000000, 166, b"req")
+open(sys.argv[1], "wb").write(hdr + r)
+PY
+run -- "${merge_in[@]}" --guest-app 0=app-req.hgev --no-text --analyze analyze-r.txt \
+	--analyze-json analyze-r.json
+if [ "$rc" = 0 ] && msg=$(python3 - analyze-r.json <<'PY'
+import json, sys
+q = json.load(open(sys.argv[1]))["requests"]
+comps = ["running", "runqueue", "preempted", "exits", "halted", "blocked", "host_blocked",
+         "disrupted", "unknown", "unsplit"]
+bad = []
+want = {"split": 2, "wall_ns": 415000000, "nested_begins": 1, "ends_without_begin": 1,
+        "never_ended": 1, "uncertain": 0}
+for k, v in want.items():
+    if q[k] != v:
+        bad.append("%s %s, want %s" % (k, q[k], v))
+walls = sorted(s["wall_ns"] for s in q["slowest"])
+if walls != [85000000, 330000000]:
+    bad.append("walls %s" % walls)
+for s in q["slowest"] + [{"split": q["all"], "wall_ns": q["wall_ns"]}]:
+    sp = s["split"]
+    if sum(sp[c] for c in comps) != s["wall_ns"]:
+        bad.append("split %d != wall %d" % (sum(sp[c] for c in comps), s["wall_ns"]))
+    if sum(e["ns"] for e in sp["exit_reasons"]) != sp["exits"]:
+        bad.append("exit reasons do not add up")
+if not q["all"]["running"] or not q["all"]["blocked"] or not q["all"]["exits"]:
+    bad.append("running, blocked or exits empty: %s" % q["all"])
+print("; ".join(bad))
+sys.exit(1 if bad else 0)
+PY
+) && grep -q '^# 1 ends without a begin' analyze-r.txt &&
+	grep -q '^# 1 requests never ended: not split' analyze-r.txt &&
+	grep -q '^slowest 2:' analyze-r.txt && grep -Eq '^  wall  +[0-9]+' analyze-r.txt; then
+	ok analyze_requests_app
+else
+	not_ok analyze_requests_app "exit $rc: $msg ${err//$'\n'/ | }"
+fi
+run -- "${merge_in[@]}" --no-text --analyze-slice sched:sched_wakeup,sched_switch \
+	--analyze-json analyze-s.json
+if [ "$rc" = 0 ] && msg=$(python3 - analyze-s.json <<'PY'
+import json, sys
+q = json.load(open(sys.argv[1]))["requests"]
+comps = ["running", "runqueue", "preempted", "exits", "halted", "blocked", "host_blocked",
+         "disrupted", "unknown", "unsplit"]
+s = q["all"]
+print(q["split"], q["wall_ns"], sum(s[c] for c in comps))
+sys.exit(0 if q["split"] > 10 and sum(s[c] for c in comps) == q["wall_ns"] and
+         q["percentiles"][-1]["component"] == "wall" else 1)
+PY
+); then
+	ok analyze_requests_slice_pair
+else
+	not_ok analyze_requests_slice_pair "exit $rc: $msg ${err//$'\n'/ | }"
+fi
+run -- "${merge_in[@]}" --no-text --analyze-slice sched_switch --analyze x.txt
+expect analyze_slice_not_a_pair 2 'analyze-slice: not BEGIN,END'
+run -- "${merge_in[@]}" -o x.txt --analyze-slice a,b
+expect analyze_slice_needs_analyze 2 'analyze-slice is for --analyze'
+
 echo "1..$n"
 [ "$failed" -eq 0 ]

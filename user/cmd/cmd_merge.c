@@ -622,6 +622,11 @@ int cmd_merge(int argc, char **argv)
 		hg_err("--analyze-slice is for --analyze or --analyze-json");
 		return HGCLOCK_EXIT_USAGE;
 	}
+	if (analyze_slice && (!strchr(analyze_slice, ',') || analyze_slice[0] == ',' ||
+			      !strchr(analyze_slice, ',')[1])) {
+		hg_err("--analyze-slice: not BEGIN,END (two guest trace events): %s", analyze_slice);
+		return HGCLOCK_EXIT_USAGE;
+	}
 	if (no_text && !json_path && !report_path && !dat_path && !pf_path && !analyze_path &&
 	    !analyze_json_path) {
 		hg_err("--no-text without --json, --dat or --perfetto: nothing to write");

@@ -110,7 +110,10 @@ static bool matches(const struct hgm_event *ev, const char *spec)
 	       !strcmp(ev->event->name, colon + 1);
 }
 
-/* A request's begin or end, or a wakeup: 1 when @ev is one (fed), 0 not, -1 no memory. */
+/*
+ * A request's begin or end, or a wakeup, fed: 1 when @ev is no more than
+ * that (an application's), 0 when the engine may want it too, -1 no memory.
+ */
 static int feed_request(struct feed *f, const struct hgm_event *ev)
 {
 	struct hgr_event e = { 0 };
@@ -135,18 +138,27 @@ static int feed_request(struct feed *f, const struct hgm_event *ev)
 		snprintf(e.name, sizeof(e.name), "%.*s", HGR_NAME_LEN - 1, ev->app->name);
 	} else if (ev->rec && ev->event && ev->in->guest >= 0 &&
 		   !(ev->flags & HGM_EV_UNMAPPED)) {
-		if (is(ev, "sched", "sched_wakeup") || is(ev, "sched", "sched_wakeup_new")) {
-			if (field(ev, "pid", &v) || v > INT32_MAX)
-				return 1;
-			e.kind = HGR_EV_WAKEUP;
-			e.tid = (int32_t)v;
-		} else if (matches(ev, f->begin) || matches(ev, f->end)) {
+		/* a trace event: the engine may want it too (0), after the request's */
+		e.host_ns = hgm_host_ns(f->m, ev->host_ts);
+		e.guest = ev->in->guest;
+		e.bound_ns = ev->bound_ns;
+		if (matches(ev, f->begin) || matches(ev, f->end)) {
 			e.kind = matches(ev, f->begin) ? HGR_EV_BEGIN : HGR_EV_END;
 			e.tid = tep_data_pid(ev->in->tep, ev->rec);
 			snprintf(e.name, sizeof(e.name), "%.*s", HGR_NAME_LEN - 1, ev->event->name);
-		} else {
-			return 0;
+			f->last_ns = e.host_ns;
+			if (hgr_event(f->r, &e) < 0)
+				return -1;
 		}
+		if ((is(ev, "sched", "sched_wakeup") || is(ev, "sched", "sched_wakeup_new")) &&
+		    !field(ev, "pid", &v) && v <= INT32_MAX) {
+			e.kind = HGR_EV_WAKEUP;
+			e.tid = (int32_t)v;
+			f->last_ns = e.host_ns;
+			if (hgr_event(f->r, &e) < 0)
+				return -1;
+		}
+		return 0;
 	} else {
 		return 0;
 	}
