@@ -58,7 +58,7 @@ for series in ${HGCLOCK_KERNELS:-6.1 6.12}; do
 	out=$build/bench/$name.out
 	for attempt in $(seq 1 "$attempts"); do
 		rm -rf "$build/bench/$name.attempt$attempt.vm"
-		tools/vm/run --kernel "$kver" --append tsc=reliable --timeout 900 \
+		tools/vm/run --kernel "$kver" --append tsc=reliable --timeout 1500 \
 			--log-dir "$build/bench/$name.attempt$attempt.vm" -- "
 			insmod '$ko' || exit 1
 			# The marker write bench_read_clock compares events with.
