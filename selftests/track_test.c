@@ -780,6 +780,207 @@ TEST_F(track, track_racing_exec_leaves_nothing)
 }
 
 /*
+ * Reclaim under churn (issue 30, "reclaim grace period"): worker threads
+ * switch all the time, each pinned to one CPU, while the test adds and
+ * removes them over and over, and some exit while tracked and are
+ * replaced by new threads (new ids) on the same CPU.  Every TRACK ioctl
+ * first reclaims the slots that died, behind a grace period, so slots are
+ * freed and rewritten for other threads while the probes on the other
+ * CPU may still hold them.  Run by make check-debug under KASAN, lockdep
+ * and RCU's checks too, and by vm-tests.sh with max_tracked=16, where
+ * every slot is reused.  Records may trail a removal (a probe that found
+ * the slot before it died), but a record may only name a thread that was
+ * tracked, and its RUN and STOP records only on the CPU that thread is
+ * pinned to: a slot rewritten for another thread under a probe that
+ * still holds it would put that thread's id in the first one's record,
+ * half the time on the wrong CPU.
+ * Once all are removed and a grace period has passed, no record names
+ * one.
+ */
+enum { CHURN_WORKERS = 12, CHURN_MAX_TIDS = 4096 };
+
+struct churn {
+	bool stop;		/* set by the test, read by the workers */
+	bool retire;		/* this worker is asked to exit */
+	pid_t tid;
+	int cpu;		/* pinned before its id is published */
+};
+
+static void *churn_worker(void *arg)
+{
+	struct churn *w = arg;
+
+	if (pin_self(w->cpu))
+		w->cpu = -1;
+	__atomic_store_n(&w->tid, gettid_(), __ATOMIC_RELEASE);
+	while (!__atomic_load_n(&w->stop, __ATOMIC_ACQUIRE) &&
+	       !__atomic_load_n(&w->retire, __ATOMIC_ACQUIRE))
+		usleep(50);	/* a context switch every round */
+	return NULL;
+}
+
+struct churn_check {
+	const pid_t *tids;	/* every thread id that may be named */
+	const int *cpus;	/* its CPU, or -1: any */
+	int nr_tids;
+	long nr_named;		/* records naming one of them */
+	long nr_stranger;	/* records naming a thread never tracked */
+	long nr_wrong_cpu;	/* records on a CPU their thread never ran on */
+	pid_t stranger, wrong_cpu_tid;
+	unsigned int wrong_cpu;
+};
+
+static int churn_check_fn(const struct hgclock_rec_header *h, void *arg)
+{
+	struct churn_check *c = arg;
+	pid_t tid = rec_tid(h);
+	int i;
+
+	if (!tid || h->type == HGCLOCK_REC_UNTRACKED)
+		return 0;
+	for (i = 0; i < c->nr_tids; i++) {
+		if (c->tids[i] != tid)
+			continue;
+		c->nr_named++;
+		/*
+		 * RUN and STOP come from sched_switch on the thread's own
+		 * CPU; SEEN is written by TRACK_ADD on the caller's.
+		 */
+		if ((h->type == HGCLOCK_REC_VCPU_RUN || h->type == HGCLOCK_REC_VCPU_STOP) &&
+		    c->cpus[i] >= 0 && h->cpu != (unsigned int)c->cpus[i]) {
+			c->nr_wrong_cpu++;
+			c->wrong_cpu_tid = tid;
+			c->wrong_cpu = h->cpu;
+		}
+		return 0;
+	}
+	c->nr_stranger++;
+	c->stranger = tid;
+	return 0;
+}
+
+static int churn_start(struct churn *w, pthread_t *th, int cpu)
+{
+	memset(w, 0, sizeof(*w));
+	w->cpu = cpu;
+	if (pthread_create(th, NULL, churn_worker, w))
+		return -1;
+	while (!__atomic_load_n(&w->tid, __ATOMIC_ACQUIRE))
+		sched_yield();
+	return 0;
+}
+
+TEST_F_TIMEOUT(track, reclaim_churn_records_name_tracked_threads, 90)
+{
+	/*
+	 * As many rounds as fit in CHURN_S seconds, at least MIN_ROUNDS
+	 * (the debug kernel under TCG is slow: see the exec race above).
+	 */
+	enum { MIN_ROUNDS = 20, MAX_ROUNDS = 400, CHURN_S = 10 };
+	struct churn w[CHURN_WORKERS];
+	pthread_t th[CHURN_WORKERS];
+	pid_t *tids;
+	int *cpus;
+	struct churn_check chk = { 0 };
+	struct hgclock_info info;
+	int nr_cpus = (int)sysconf(_SC_NPROCESSORS_ONLN);
+	int nr_tids = 0, first_worker, round, i, ret;
+	long nr_added = 0, nr_full = 0, nr_left = 0, named_before;
+	struct hgclock_vcpu_info *infos = NULL;
+	unsigned int cpu, nr_infos = 0, j;
+	struct timespec t0, t;
+
+	ASSERT_EQ(0, get_info(self->fd, &info));
+	tids = calloc(CHURN_MAX_TIDS, sizeof(*tids));
+	cpus = calloc(CHURN_MAX_TIDS, sizeof(*cpus));
+	ASSERT_NE(NULL, tids);
+	ASSERT_NE(NULL, cpus);
+	/* Threads tracked before the test (none, normally) are no strangers. */
+	ASSERT_EQ(0, hgclock_list_vcpus(self->fd, &infos, &nr_infos));
+	for (j = 0; j < nr_infos && nr_tids < CHURN_MAX_TIDS / 2; j++) {
+		cpus[nr_tids] = -1;
+		tids[nr_tids++] = infos[j].tid;
+	}
+	free(infos);
+	first_worker = nr_tids;
+	for (i = 0; i < CHURN_WORKERS; i++) {
+		ASSERT_EQ(0, churn_start(&w[i], &th[i], i % nr_cpus));
+		cpus[nr_tids] = w[i].cpu;
+		tids[nr_tids++] = w[i].tid;
+	}
+	chk.tids = tids;
+	chk.cpus = cpus;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (round = 0; round < MAX_ROUNDS; round++) {
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		if (round >= MIN_ROUNDS && t.tv_sec - t0.tv_sec >= CHURN_S)
+			break;
+		for (i = 0; i < CHURN_WORKERS; i++) {
+			ret = track(self->fd, w[i].tid, HGCLOCK_TRACK_ADD);
+			if (!ret)
+				nr_added++;
+			else if (ret == -ENOSPC)
+				nr_full++;	/* max_tracked=16 and others tracked */
+			else
+				EXPECT_EQ(0, ret) TH_LOG("TRACK_ADD of %d", w[i].tid);
+		}
+		usleep(2000);
+		/* One tracked worker exits and a new thread takes its place. */
+		i = round % CHURN_WORKERS;
+		__atomic_store_n(&w[i].retire, true, __ATOMIC_RELEASE);
+		pthread_join(th[i], NULL);
+		if (nr_tids < CHURN_MAX_TIDS) {
+			ASSERT_EQ(0, churn_start(&w[i], &th[i], i % nr_cpus));
+			cpus[nr_tids] = w[i].cpu;
+			tids[nr_tids++] = w[i].tid;
+		}
+		/* The rest are removed while they run; the ring is drained. */
+		for (i = 0; i < CHURN_WORKERS; i++) {
+			ret = track(self->fd, w[i].tid, HGCLOCK_TRACK_REMOVE);
+			if (ret && ret != -ENOENT)
+				EXPECT_EQ(0, ret) TH_LOG("TRACK_REMOVE of %d", w[i].tid);
+		}
+		chk.nr_tids = nr_tids;
+		for (cpu = 0; cpu < self->map.meta->nr_cpus; cpu++)
+			ASSERT_LE(0, hgclock_ring_consume(&self->map, cpu, churn_check_fn, &chk));
+	}
+
+	/* All removed: after a grace period, nothing may name a worker. */
+	usleep(100000);
+	chk.nr_tids = nr_tids;
+	for (cpu = 0; cpu < self->map.meta->nr_cpus; cpu++)
+		ASSERT_LE(0, hgclock_ring_consume(&self->map, cpu, churn_check_fn, &chk));
+	named_before = chk.nr_named;
+
+	usleep(200000);		/* the workers go on switching, untracked */
+	for (cpu = 0; cpu < self->map.meta->nr_cpus; cpu++)
+		ASSERT_LE(0, hgclock_ring_consume(&self->map, cpu, churn_check_fn, &chk));
+	for (i = 0; i < CHURN_WORKERS; i++) {
+		__atomic_store_n(&w[i].stop, true, __ATOMIC_RELEASE);
+		pthread_join(th[i], NULL);
+	}
+	for (i = first_worker; i < nr_tids; i++)
+		nr_left += !!listed(self->fd, tids[i]);
+	TH_LOG("%d rounds, %d threads, %ld adds (%ld refused: table full), %ld records",
+	       round, nr_tids, nr_added, nr_full, chk.nr_named);
+	EXPECT_LE(MIN_ROUNDS, round);
+	EXPECT_LT(0, nr_added);
+	EXPECT_LT(0, chk.nr_named) TH_LOG("the churn made no tracked record at all");
+	EXPECT_EQ(0, chk.nr_stranger)
+		TH_LOG("%ld records name thread %d, which was never tracked",
+		       chk.nr_stranger, chk.stranger);
+	EXPECT_EQ(0, chk.nr_wrong_cpu)
+		TH_LOG("%ld records name a thread on a CPU it never ran on (%d on CPU %u)",
+		       chk.nr_wrong_cpu, chk.wrong_cpu_tid, chk.wrong_cpu);
+	EXPECT_EQ(named_before, chk.nr_named)
+		TH_LOG("records name removed threads a grace period after removal");
+	EXPECT_EQ(0, nr_left);
+	free(cpus);
+	free(tids);
+}
+
+/*
  * Exit pairing is opt-in per VM process, held by the file that asked:
  * PAIR_ON marks the process's tracked threads, PAIR_OFF and close undo
  * it; only a process (thread group leader) names a VM.
