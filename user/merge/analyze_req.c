@@ -371,6 +371,7 @@ static int keep(struct hgr *r, const struct hgr_request *rq)
 		r->cap_kept = cap;
 	}
 	k = &r->kept[r->nr_kept++];
+	r->sorted_by = 0;
 	k->wall = rq->wall_ns;
 	memcpy(k->ns, rq->split.ns, sizeof(k->ns));
 	k->top_key[0] = rq->top_key[0];
@@ -514,18 +515,26 @@ void hgr_free(struct hgr *r)
 
 /* ---- percentiles and the report ---- */
 
-static unsigned int sort_comp;
-
-static int cmp_kept(const void *x, const void *y)
+static int cmp_kept(const void *x, const void *y, void *arg)
 {
 	const struct hgr_kept *a = x, *b = y;
-	uint64_t va = sort_comp < HGR_NR_COMP ? a->ns[sort_comp] : a->wall;
-	uint64_t vb = sort_comp < HGR_NR_COMP ? b->ns[sort_comp] : b->wall;
+	unsigned int c = *(const unsigned int *)arg;
+	uint64_t va = c < HGR_NR_COMP ? a->ns[c] : a->wall;
+	uint64_t vb = c < HGR_NR_COMP ? b->ns[c] : b->wall;
 
 	return va < vb ? -1 : va > vb;
 }
 
-int hgr_percentile(const struct hgr *r, unsigned int c, unsigned int pct, uint64_t *ns,
+/* The kept requests in order of component @c (HGR_NR_COMP: wall), once per @c in a row. */
+static void sort_by(struct hgr *r, unsigned int c)
+{
+	if (r->sorted_by == c + 1)
+		return;
+	qsort_r(r->kept, r->nr_kept, sizeof(*r->kept), cmp_kept, &c);
+	r->sorted_by = c + 1;
+}
+
+int hgr_percentile(struct hgr *r, unsigned int c, unsigned int pct, uint64_t *ns,
 		   uint64_t *top_key)
 {
 	const struct hgr_kept *k;
@@ -533,9 +542,7 @@ int hgr_percentile(const struct hgr *r, unsigned int c, unsigned int pct, uint64
 
 	if (!r->nr_kept || c > HGR_NR_COMP || !pct || pct > 100)
 		return -1;
-	/* sorted in place by each caller's component: the kept order means nothing */
-	sort_comp = c;
-	qsort(((struct hgr *)r)->kept, r->nr_kept, sizeof(*r->kept), cmp_kept);
+	sort_by(r, c);
 	rank = ((uint64_t)r->nr_kept * pct + 99) / 100;
 	k = &r->kept[rank - 1];
 	*ns = c < HGR_NR_COMP ? k->ns[c] : k->wall;
@@ -589,7 +596,7 @@ static void say_problems(const struct hgr *r, FILE *out)
 		fprintf(out, "# no guest sched_switch: a request's time is \"unsplit\"\n");
 }
 
-int hgr_report_text(const struct hgr *r, FILE *out)
+int hgr_report_text(struct hgr *r, FILE *out)
 {
 	char label[64];
 	uint64_t v, key;
@@ -683,7 +690,7 @@ static void json_split(struct json_writer *w, const struct hgr *r, const char *k
 
 static int json_section(void *ctx, struct json_writer *w)
 {
-	const struct hgr *r = ctx;
+	struct hgr *r = ctx;
 	char label[64];
 	uint64_t v, key;
 	unsigned int c, p;

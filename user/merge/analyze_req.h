@@ -99,6 +99,7 @@ struct hgr {
 	uint32_t tab_cap, tab_n;
 	struct hgr_kept *kept;		/* each certain request's components */
 	uint32_t nr_kept, cap_kept;
+	unsigned int sorted_by;		/* the kept sorted by component - 1; 0: not sorted */
 	struct hgr_request *slow;	/* the slowest, slowest first */
 	uint32_t nr_slow;
 	struct hgr_split tot;		/* all certain requests */
@@ -129,14 +130,17 @@ void hgr_free(struct hgr *r);
 
 /*
  * Component @c (HGR_NR_COMP: the wall time) of the certain requests at
- * percentile @pct (nearest rank, 1..100), and that request's largest
+ * percentile @pct (nearest rank, 1..100; sorts the kept), and that request's largest
  * offender or exit key in @top_key (HGR_NO_KEY: none).  0, or -1 when
  * there is no request.
  */
-int hgr_percentile(const struct hgr *r, unsigned int c, unsigned int pct, uint64_t *ns,
+int hgr_percentile(struct hgr *r, unsigned int c, unsigned int pct, uint64_t *ns,
 		   uint64_t *top_key);
 
-/* The report's requests section (text); the JSON's is added to hga_report_json(). */
-int hgr_report_text(const struct hgr *r, FILE *out);
+/*
+ * The report's requests section (text); the JSON's is added to
+ * hga_report_json().  Both sort the kept components (the percentiles).
+ */
+int hgr_report_text(struct hgr *r, FILE *out);
 
 #endif /* HGCLOCK_ANALYZE_REQ_H */
