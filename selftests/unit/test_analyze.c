@@ -865,6 +865,52 @@ TEST(request_percentiles)
 }
 
 /*
+ * Thread 42 moves between vCPUs inside its request [150, 500): on vCPU 0
+ * [150, 200) running 50; switched out runnable: run queue [200, 260) 60;
+ * on vCPU 1: running 40, an I/O exit [300, 340) 40, running 60, preempted
+ * by 5000 on host CPU 1 [400, 450) 50, running 50.  With the window
+ * [180, 480): running 20 + 40 + 60 + 30, the rest as before, wall 300.
+ */
+TEST(request_moves_between_vcpus_and_window)
+{
+	static const uint64_t win[2][2] = { { 0, 0 }, { 180, 480 } };
+	static const uint64_t want[2][5] = { { 350, 200, 60, 40, 50 }, { 300, 150, 60, 40, 50 } };
+	struct req_cap *c = calloc(1, sizeof(*c));
+	struct hgr_options opt = { .req_cb = cap_req, .ctx = c };
+	struct hgr *r = calloc(1, sizeof(*r));
+	int i, e;
+
+	ASSERT_NE(NULL, c);
+	ASSERT_NE(NULL, r);
+	for (i = 0; i < 2; i++) {
+		memset(c, 0, sizeof(*c));
+		ASSERT_EQ(0, hgr_init(r, win[i][0], win[i][1], &opt));
+		e = rh(r, 0, 0, 0, true, "swapper/0", 1000, "CPU 0/KVM");
+		e |= rh(r, 0, 1, 0, true, "swapper/1", 1001, "CPU 1/KVM");
+		e |= rk(r, 0, true, 0, 0, 0, 1000, 0) | rk(r, 0, true, 0, 1, 1, 1001, 0);
+		e |= rg(r, 100, 0, 0, 0, true, 42) | rq(r, 150, HGR_EV_BEGIN, 0, 42, 0);
+		e |= rg(r, 200, 0, 0, 42, true, 43) | rg(r, 260, 0, 1, 0, true, 42);
+		e |= rk(r, 300, false, 0, 1, 1, 1001, VMX_IO) | rk(r, 340, true, 0, 1, 1, 1001, 0);
+		e |= rh(r, 400, 1, 1001, true, "CPU 1/KVM", 5000, "hog");
+		e |= rh(r, 450, 1, 5000, true, "hog", 1001, "CPU 1/KVM");
+		e |= rq(r, 500, HGR_EV_END, 0, 42, 0);
+		ASSERT_EQ(0, e);
+		ASSERT_EQ(0, hgr_finish(r, 600));
+		ASSERT_EQ(1, c->n);
+		EXPECT_EQ(0, c->nr_bad_sums);
+		EXPECT_EQ(want[i][0], c->wall[0]);
+		EXPECT_EQ(want[i][1], c->ns[0][HGR_C_RUNNING]);
+		EXPECT_EQ(want[i][2], c->ns[0][HGR_C_RUNQ]);
+		EXPECT_EQ(want[i][3], c->ns[0][HGR_C_EXIT]);
+		EXPECT_EQ(want[i][4], c->ns[0][HGR_C_PREEMPTED]);
+		EXPECT_EQ(i ? HGR_RQ_CLIPPED : 0, c->flags[0]);
+		hgr_free(r);
+	}
+	free(r);
+	free(c);
+}
+
+/*
  * Bad input, each counted and said, nothing made up: an end without a
  * begin, a nested begin (the outer request measured whole), a request
  * never ended, an event going back in time, fields out of range; and a
