@@ -33,6 +33,10 @@
 #   HGCLOCK_MERGE_LIBVIRT  1 (default): the merge test's guest is a libvirt
 #                     domain, found by record --guest domain:guest; 0: QEMU
 #                     started by hand, found by its vsock CID
+#   HGCLOCK_MERGE_HOG      1: the merge test's boot also runs the
+#                          analysis's ground truth (a host hog against a
+#                          busy guest thread, selftests/nested/check_hog.py);
+#                          default 0 (Documentation/testing.rst)
 #   HGCLOCK_FUZZ_SECONDS  libFuzzer time for the file reader (default 20)
 #   HGCLOCK_NESTED_ATTEMPTS  attempts per nested scenario (default 5)
 #   HGCLOCK_RETRY_BUDGET  no nested retry starts after this many seconds of
@@ -534,6 +538,13 @@ for series in $merge_kernels; do
 	scenario_merge_check "$kver" "$build" "$logs" >"$log_dir/$name.check" 2>&1
 	sed "s/^\(\(not \)\?ok [0-9]*\) /\1 $name: /" "$log_dir/$name.check" | tee -a "$tap_log"
 	grep -qE '^(not )?ok' "$log_dir/$name.check" || own not-ok "${name}_check" "check_merge.py failed"
+	# The analysis against the host trace and the guest's steal (the
+	# hog phase of the same boot, HGCLOCK_MERGE_HOG=1).
+	if [ "${HGCLOCK_MERGE_HOG:-0}" = 1 ]; then
+		python3 selftests/nested/check_hog.py "$build/user/hgclock" "$logs" >"$log_dir/$name.hog" 2>&1
+		sed "s/^\(\(not \)\?ok [0-9]*\) /\1 $name: /" "$log_dir/$name.hog" | tee -a "$tap_log"
+		grep -qE '^(not )?ok' "$log_dir/$name.hog" || own not-ok "${name}_hog" "check_hog.py failed, see $log_dir/$name.hog"
+	fi
 	# make demo's screen on the same recording (tools/demo.sh runs the
 	# same scenario, check and tools/demo-show.py): CI fails whenever
 	# the demo would show nothing.

@@ -42,8 +42,37 @@ if [ -x /bin/hgclock-events ]; then
 	app=$!
 fi
 echo "GUEST-WAITING"
-host_wait DONE || exit 1
-kill $agent $tcagent $pairmark 2>/dev/null
+# Until DONE, the host may run the analysis's ground-truth phase
+# (merge-host.sh's hog_phase): HOG-START, a second hgclock agent for a
+# second recording; HOG-BUSY, a thread spinning on vCPU 0 that reads its
+# CPU's steal (/proc/stat, in USER_HZ) as it starts and as it stops, all
+# in shell builtins (no other thread in between); HOG-STOP, it stops.
+agent2= busy=
+while read -r line </dev/ttyS1; do
+	case $line in
+	HOG-START)
+		hgclock agent --once --duration 300 2>/tmp/agent-hog.log &
+		agent2=$!
+		echo "HOG-AGENT-UP" ;;
+	HOG-BUSY)
+		rm -f /tmp/hog-stop
+		taskset -c 0 sh -c '{ read -r l; read -r c u n s i w q sq st r; } </proc/stat
+			echo "HOG-STEAL-BEFORE $c $st $$"
+			while [ ! -e /tmp/hog-stop ]; do :; done
+			{ read -r l; read -r c u n s i w q sq st r; } </proc/stat
+			echo "HOG-STEAL-AFTER $c $st $$"' &
+		busy=$! ;;
+	HOG-STOP)
+		touch /tmp/hog-stop
+		[ -z "$busy" ] || wait $busy
+		busy=
+		echo "HOG-BUSY-DONE" ;;
+	DONE) break ;;
+	esac
+done
+[ "$line" = DONE ] || exit 1
+touch /tmp/hog-stop
+kill $agent $tcagent $pairmark $agent2 2>/dev/null
 wait $agent
 wait $pairmark
 outs=

@@ -13,7 +13,8 @@
 # HGCLOCK_APP_EVENTS (the application, "" for none),
 # HGCLOCK_MERGE_SECONDS (trace length, default 6),
 # HGCLOCK_MERGE_HOST_EVENTS / HGCLOCK_MERGE_GUEST_EVENTS (trace-cmd -e
-# options), HGCLOCK_MERGE_MOVE_MS (how often the vCPUs move, default 300).
+# options), HGCLOCK_MERGE_MOVE_MS (how often the vCPUs move, default 300),
+# HGCLOCK_MERGE_HOG (1: the analysis's ground-truth phase, below; default 0).
 tool=$HGCLOCK_TOOL
 out=$(dirname "$HGCLOCK_GUEST_CONSOLE")
 secs=${HGCLOCK_MERGE_SECONDS:-6}
@@ -134,6 +135,73 @@ if [ "$spec" = domain:guest ]; then
 	lv_tap libvirt.record_merge_one_command sh -c "[ $rc -eq 0 ] &&
 		grep -q -- '--guest 0=$out/host-guest.dat' '$out/record.err' &&
 		grep -q '^g0 v1 .* kvm-exact}' '$out/merged-record.txt'"
+fi
+# The analysis's ground truth (HGCLOCK_MERGE_HOG=1; tools/check.sh's
+# merge test, never make demo's): vCPU 0's thread pinned to host CPU 1
+# (vCPU 1's to CPU 0), a second recording in which a busy guest thread
+# spins on vCPU 0 between two reads of its /proc/stat steal while a host
+# task (hog.py: 20 ms busy, 30 ms asleep, 4 s, SCHED_OTHER nice 0 like
+# the vCPU threads) runs on CPU 1.  Into hog.hgc, hog-host.dat,
+# hog-host-guest.dat, hog.json, hog-guest.txt: check_hog.py compares
+# merge --analyze-json with the host trace and with the guest's steal.
+# Its own failures are said in hog.why and fail nothing here.
+hog_phase() {
+	local v0 v1 rec n=0 hog hrc
+	rm -f "$out"/hog.hgc "$out"/hog-host.dat "$out"/hog-host-guest.dat "$out"/hog.json \
+		"$out"/hog-guest.txt "$out"/hog.why /tmp/hog-rec /tmp/hog-end
+	v0=$(awk '$1 == 0 { print $2 }' "$out/vcpu-tids")
+	v1=$(awk '$1 == 1 { print $2 }' "$out/vcpu-tids")
+	[ -n "$v0" ] && [ -n "$v1" ] || { echo "no vCPU threads" >"$out/hog.why"; return 1; }
+	taskset -pc 1 "$v0" >/dev/null && taskset -pc 0 "$v1" >/dev/null ||
+		{ echo "cannot pin the vCPU threads" >"$out/hog.why"; return 1; }
+	guest_send HOG-START
+	guest_wait HOG-AGENT-UP 120 >/dev/null || { echo "the guest never started its agent again" >"$out/hog.why"; return 1; }
+	# shellcheck disable=SC2086
+	(cd /tmp && timeout 150 "$tool" record -o "$out/hog.hgc" --guest "$spec" -- \
+		trace-cmd record -o "$out/hog-host.dat" -C local $host_events \
+		-A @3 --name guest -C local $guest_events \
+		sh -c 'touch /tmp/hog-rec; n=0; while [ ! -e /tmp/hog-end ] && [ $n -lt 900 ]; do sleep 0.1; n=$((n + 1)); done') \
+		>"$out/hog-trace-cmd.log" 2>"$out/hog-record.err" &
+	rec=$!
+	while [ ! -e /tmp/hog-rec ] && kill -0 $rec 2>/dev/null && [ $n -lt 600 ]; do
+		sleep 0.1
+		n=$((n + 1))
+	done
+	if [ ! -e /tmp/hog-rec ]; then
+		touch /tmp/hog-end
+		wait $rec
+		echo "the recording never started (exit $?): $(tail -n 2 "$out/hog-record.err" | tr '\n' ' ')" >"$out/hog.why"
+		guest_send HOG-BUSY
+		guest_send HOG-STOP
+		return 1
+	fi
+	sleep 1
+	guest_send HOG-BUSY
+	if guest_wait HOG-STEAL-BEFORE 60 >/dev/null; then
+		hog=$(python3 "$(dirname "$tool")/../../selftests/nested/hog.py" 1 4 20 30)
+		echo "$hog" >"$out/hog.json"
+		echo "merge: hog: $hog; vCPU 0 thread $v0 nice $(sed 's/.*) //' "/proc/$v0/stat" | awk '{ print $17 }')"
+	else
+		echo "the guest's busy thread never started" >"$out/hog.why"
+	fi
+	guest_send HOG-STOP
+	guest_wait HOG-STEAL-AFTER 60 >/dev/null
+	sleep 0.5
+	touch /tmp/hog-end
+	wait $rec
+	hrc=$?
+	echo "merge: hog recording exit $hrc"
+	sed 's/^/# hog record: /' "$out/hog-record.err" | tail -n 3
+	[ $hrc -eq 0 ] || echo "the hog's recording ended with exit $hrc" >>"$out/hog.why"
+	grep -a -E 'HOG-(STEAL|BUSY)' "$HGCLOCK_GUEST_CONSOLE" | tr -d '\r' | sed 's/.*\(HOG-\)/\1/' >"$out/hog-guest.txt"
+	echo "$v0 $v1" >"$out/hog-vcpus"
+	taskset -pc 0-1 "$v0" >/dev/null
+	taskset -pc 0-1 "$v1" >/dev/null
+	return 0
+}
+if [ "${HGCLOCK_MERGE_HOG:-0}" = 1 ]; then
+	hog_phase
+	[ -s "$out/hog.why" ] && echo "merge: hog: $(cat "$out/hog.why")"
 fi
 guest_send DONE
 # Long enough for the guest's three tries at its file (merge-guest.sh).

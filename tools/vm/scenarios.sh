@@ -32,6 +32,10 @@
 #                          (default: 1 on 6.12, 0 on 6.1, testing.rst)
 #   HGCLOCK_MERGE_PERF     1 (default): perf record on both sides
 #   HGCLOCK_MERGE_SECONDS, HGCLOCK_MERGE_HOST_EVENTS: see merge-host.sh
+#   HGCLOCK_MERGE_HOG      1: the analysis's ground-truth phase after the
+#                          recording (a host hog against a busy guest
+#                          thread, selftests/nested/check_hog.py); default
+#                          0 (make demo never runs it)
 SCENARIO_ARGS=()
 
 # scenario_series_of KVER: the series (6.1, 6.12, 6.12-rt) of a version.
@@ -81,13 +85,16 @@ scenario_args() {
 		# guest with the gapped topology reset itself mid-recording in
 		# 3 runs of 3 (2026-12-03), cause not established (testing.rst).
 		gap=$(scenario_merge_gap "$kver")
-		SCENARIO_ARGS+=(--timeout 600 "${files[@]}"
+		# The hog phase (HGCLOCK_MERGE_HOG=1) is a second recording:
+		# 4 minutes more allowed for it on a loaded machine.
+		SCENARIO_ARGS+=(--timeout "$([ "${HGCLOCK_MERGE_HOG:-0}" = 1 ] && echo 840 || echo 600)" "${files[@]}"
 			--env HGCLOCK_NESTED_LOGS="$logs"
 			--env HGCLOCK_APP_EVENTS="$f"
 			--env HGCLOCK_GUEST_LIBVIRT="${HGCLOCK_MERGE_LIBVIRT:-1}"
 			--env HGCLOCK_GUEST_APIC_GAP="$gap"
 			--env HGCLOCK_MERGE_PERF="${HGCLOCK_MERGE_PERF:-1}"
 			--env HGCLOCK_MERGE_SECONDS="${HGCLOCK_MERGE_SECONDS:-6}"
+			--env HGCLOCK_MERGE_HOG="${HGCLOCK_MERGE_HOG:-0}"
 			--env "HGCLOCK_MERGE_HOST_EVENTS=${HGCLOCK_MERGE_HOST_EVENTS:--e kvm:kvm_entry -e kvm:kvm_exit -e sched:sched_switch}" --
 			selftests/nested/merge-host.sh selftests/nested/merge-guest.sh) ;;
 	*)
