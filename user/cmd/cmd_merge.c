@@ -170,8 +170,9 @@ void hgm_guest_spec(const char *spec, int *next_id, struct hgm_input_spec *in)
 	uint64_t id = (uint64_t)*next_id;
 	char num[16];
 
+	/* All of it: callers fill arrays on the stack (open_path was left unset). */
+	memset(in, 0, sizeof(*in));
 	in->path = spec;
-	in->app = false;
 	if (eq && (size_t)(eq - spec) < sizeof(num) && eq > spec) {
 		memcpy(num, spec, (size_t)(eq - spec));
 		num[eq - spec] = '\0';
