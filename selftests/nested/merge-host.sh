@@ -150,7 +150,8 @@ hog_phase() {
 	rm -f "$out"/hog.hgc "$out"/hog-host.dat "$out"/hog-host-guest.dat "$out"/hog.json \
 		"$out"/hog-guest.txt "$out"/hog.why /tmp/hog-rec /tmp/hog-end
 	v0=$(awk '$1 == 0 { print $2 }' "$out/vcpu-tids")
-	v1=$(awk '$1 == 1 { print $2 }' "$out/vcpu-tids")
+	# The other vCPU: QEMU's index 3 with the APIC ID gap (6.12).
+	v1=$(awk '$1 != 0 { print $2; exit }' "$out/vcpu-tids")
 	[ -n "$v0" ] && [ -n "$v1" ] || { echo "no vCPU threads" >"$out/hog.why"; return 1; }
 	taskset -pc 1 "$v0" >/dev/null && taskset -pc 0 "$v1" >/dev/null ||
 		{ echo "cannot pin the vCPU threads" >"$out/hog.why"; return 1; }
