@@ -67,7 +67,8 @@ TOOL_SRCS += user/cmd/cmd_pairmark.c user/merge/markpair_trace.c
 # trace.dat handles shared by a command's readers (merge: checks, pairing, passes)
 TOOL_SRCS += user/merge/trace_pool.c
 # Where a guest's time went (Documentation/analyze.rst), unit-tested (test_analyze)
-TOOL_SRCS += user/merge/analyze.c user/merge/analyze_names.c user/merge/analyze_in.c user/merge/analyze_req.c
+TOOL_SRCS += user/merge/analyze.c user/merge/analyze_names.c user/merge/analyze_in.c user/merge/analyze_req.c \
+	user/merge/analyze_svg.c
 LIB := $(BUILD)/user/libhgclock.a
 TOOL := $(BUILD)/user/hgclock
 # The shared library for applications (Documentation/library.rst): the
@@ -324,10 +325,10 @@ $(BUILD)/unit/test_libso: selftests/unit/test_libso.sh $(SO_LINKS) $(MAN3) user/
 
 # The attribution engine on generated events (analyze.h)
 $(BUILD)/unit/test_analyze: selftests/unit/test_analyze.c user/merge/analyze.c user/merge/analyze_names.c user/merge/analyze.h \
-		user/merge/analyze_req.c user/merge/analyze_req.h user/common/json.c $(KSFT_HDR)
+		user/merge/analyze_req.c user/merge/analyze_req.h user/merge/analyze_svg.c user/common/json.c $(KSFT_HDR)
 	@mkdir -p $(dir $@)
 	$(CC) $(SELFTEST_CFLAGS) -o $@ selftests/unit/test_analyze.c user/merge/analyze.c user/merge/analyze_names.c \
-		user/merge/analyze_req.c user/common/json.c
+		user/merge/analyze_req.c user/merge/analyze_svg.c user/common/json.c
 
 # Marker pairing for guests without the module (markpair.h)
 $(BUILD)/unit/test_markpair: selftests/unit/test_markpair.c selftests/unit/gen.h $(LIB) $(KSFT_HDR)

@@ -283,6 +283,55 @@ TEST(thread_totals_and_report)
 	hga_free(&a);
 }
 
+/*
+ * merge --analyze-svg: a bar per thread whose parts are the thread's
+ * split, and names from the traces (a guest's to choose) escaped.
+ */
+TEST(svg_bars_and_hostile_names)
+{
+	struct hga a;
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f;
+
+	ASSERT_EQ(0, hga_init(&a, NULL));
+	ASSERT_EQ(0, scenario_main(&a));
+	/* 42 gives way to a thread whose name is markup */
+	ASSERT_EQ(0, gsw(&a, 1250, 0, 0, 42, 43, "<x&'\"\x01y", 0));
+	ASSERT_EQ(0, hga_finish(&a, 1300));
+
+	f = open_memstream(&buf, &len);
+	ASSERT_NE(NULL, f);
+	ASSERT_EQ(0, hga_report_svg(&a, f, 0));
+	ASSERT_EQ(0, fclose(f));
+	EXPECT_EQ(0, strncmp(buf, "<svg ", 5));
+	EXPECT_NE(NULL, strstr(buf, "</svg>\n"));
+	/* thread 42: 2 slices, 850 ns; its preemption by hog and kworker */
+	EXPECT_NE(NULL, strstr(buf, "guest 0: work (42)"));
+	EXPECT_NE(NULL, strstr(buf, "<title>preempted 230 ns</title>"));
+	EXPECT_NE(NULL, strstr(buf, "<title>exits 80 ns</title>"));
+	EXPECT_NE(NULL, strstr(buf, "most by hog"));
+	/* thread 43's 50 ns, its name escaped, the control byte replaced */
+	EXPECT_NE(NULL, strstr(buf, "guest 0: &lt;x&amp;&apos;&quot;?y (43)"));
+	EXPECT_NE(NULL, strstr(buf, "<title>guest 50 ns</title>"));
+	EXPECT_EQ(NULL, strstr(buf, "<x&"));
+	/* the idle task (tid 0) is no thread's bar */
+	EXPECT_EQ(NULL, strstr(buf, "(0)</text>"));
+	free(buf);
+
+	/* top 1: only the longest, 42 */
+	buf = NULL;
+	f = open_memstream(&buf, &len);
+	ASSERT_NE(NULL, f);
+	ASSERT_EQ(0, hga_report_svg(&a, f, 1));
+	ASSERT_EQ(0, fclose(f));
+	EXPECT_NE(NULL, strstr(buf, "(42)"));
+	EXPECT_EQ(NULL, strstr(buf, "(43)"));
+	EXPECT_NE(NULL, strstr(buf, "1 of 2 threads, longest first"));
+	free(buf);
+	hga_free(&a);
+}
+
 TEST(window_from_to)
 {
 	struct cap *c = calloc(1, sizeof(*c));

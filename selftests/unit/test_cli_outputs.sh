@@ -336,6 +336,42 @@ else
 	not_ok analyze_window "$msg"
 fi
 
+# --analyze-svg: well-formed SVG, a bar per thread (the 20 longest), each
+# bar's parts the JSON's split of that thread, in the same ns.
+run -- "${merge_in[@]}" --no-text --analyze-json analyze-s.json --analyze-svg analyze.svg
+if [ "$rc" = 0 ] && msg=$(python3 - analyze-s.json analyze.svg <<'PY'
+import collections, json, re, sys
+import xml.etree.ElementTree as ET
+r = json.load(open(sys.argv[1]))
+root = ET.parse(sys.argv[2]).getroot()
+ns = "{http://www.w3.org/2000/svg}"
+bars = collections.defaultdict(dict)
+for rect in root.iter(ns + "rect"):
+    title = rect.find(ns + "title")
+    if title is None:
+        continue
+    m = re.fullmatch(r"(\w+) (\d+) ns", title.text)
+    if m:
+        bars[rect.get("y")][m.group(1)] = int(m.group(2))
+comps = ["guest", "exits", "preempted", "host_blocked", "halted", "disrupted", "unknown"]
+want = sorted(({c: t["split"][c] for c in comps if t["split"][c]} for t in r["threads"]
+               if t["tid"] > 0 and sum(t["split"][c] for c in comps)),
+              key=lambda d: -sum(d.values()))[:20]
+got = sorted(bars.values(), key=lambda d: -sum(d.values()))
+bad = []
+if not got:
+    bad.append("no bar")
+if sorted(tuple(sorted(d.items())) for d in got) != sorted(tuple(sorted(d.items())) for d in want):
+    bad.append("bars %s, JSON %s" % (got[:2], want[:2]))
+print("; ".join(bad))
+sys.exit(1 if bad else 0)
+PY
+); then
+	ok analyze_svg_bars_are_the_split
+else
+	not_ok analyze_svg_bars_are_the_split "exit $rc: $msg"
+fi
+
 # Per request (analyze.rst): a guest application's begin/end (two
 # requests of sh:167, one nested begin, an end without a begin, a request
 # never ended) and --analyze-slice pairs: each request's components add

@@ -97,7 +97,7 @@ static void merge_usage(FILE *out)
 		"                     [--guest [ID=]FILE]... [--app FILE]... [--guest-app [ID=]FILE]...\n"
 		"                     [--perf FILE]... [--guest-perf [ID=]FILE]... [--report FILE]\n"
 		"                     [--sort KEYS] [--analyze FILE] [--analyze-json FILE]\n"
-		"                     [--analyze-slice BEGIN,END]\n"
+		"                     [--analyze-slice BEGIN,END] [--analyze-svg FILE]\n"
 		"                     [-o FILE] [--json FILE] [--dat FILE] [--perfetto FILE]\n"
 		"                     [--no-text]\n"
 		"                     [--method auto|kvm-exact|exit|probe|marker] [--recompute]\n"
@@ -125,6 +125,8 @@ static void merge_usage(FILE *out)
 		"                      whom, halted) into FILE; --analyze-json FILE: as JSON;\n"
 		"                      with --guest-app files, each begin/end request too\n"
 		"                      (the slowest, percentiles per component)\n"
+		"  --analyze-svg FILE  the same as a picture (SVG): a stacked bar per guest\n"
+		"                      thread, the 20 that ran longest\n"
 		"  --analyze-slice BEGIN,END  requests from two guest trace events too\n"
 		"                      ([system:]name, e.g. raw_syscalls:sys_enter,\n"
 		"                      raw_syscalls:sys_exit), on the event's thread\n"
@@ -389,7 +391,7 @@ static int convert_perf(struct hgm_input_spec *in, int n, char (*tmp)[PATH_MAX],
 
 /* merge's long options without a letter */
 enum { OPT_FROM = 1000, OPT_TO, OPT_GUESTS, OPT_VCPUS, OPT_EVENTS, OPT_DAT, OPT_PERFETTO,
-       OPT_ANALYZE, OPT_ANALYZE_JSON, OPT_ANALYZE_SLICE };
+       OPT_ANALYZE, OPT_ANALYZE_JSON, OPT_ANALYZE_SLICE, OPT_ANALYZE_SVG };
 
 int cmd_merge(int argc, char **argv)
 {
@@ -405,6 +407,7 @@ int cmd_merge(int argc, char **argv)
 		{ "analyze", required_argument, NULL, OPT_ANALYZE },
 		{ "analyze-json", required_argument, NULL, OPT_ANALYZE_JSON },
 		{ "analyze-slice", required_argument, NULL, OPT_ANALYZE_SLICE },
+		{ "analyze-svg", required_argument, NULL, OPT_ANALYZE_SVG },
 		{ "output", required_argument, NULL, 'o' },
 		{ "json", required_argument, NULL, 'j' },
 		{ "no-text", no_argument, NULL, 'T' },
@@ -445,11 +448,12 @@ int cmd_merge(int argc, char **argv)
 	const char *dat_path = NULL, *pf_path = NULL;
 	struct hgm_pf_result pres;
 	char (*dat_names)[PATH_MAX] = NULL;
-	int nr_outs = 6;
+	int nr_outs = 7;
 	struct hgm_dat_result *dres = NULL;
 	const char *report_path = NULL, *sort_spec = "guest,pcpu,vcpu,comm,sym";
-	struct hg_output ro = { 0 }, ao = { 0 }, ajo = { 0 };
+	struct hg_output ro = { 0 }, ao = { 0 }, ajo = { 0 }, aso = { 0 };
 	const char *analyze_path = NULL, *analyze_json_path = NULL, *analyze_slice = NULL;
+	const char *analyze_svg_path = NULL;
 	int sort_keys[6], nr_sort_keys = 0;
 	FILE *tout = NULL, *jout = NULL;
 	const void *buf = NULL;
@@ -503,6 +507,9 @@ int cmd_merge(int argc, char **argv)
 			break;
 		case OPT_ANALYZE_SLICE:
 			analyze_slice = optarg;
+			break;
+		case OPT_ANALYZE_SVG:
+			analyze_svg_path = optarg;
 			break;
 		case 'o':
 			out_path = optarg;
@@ -629,7 +636,7 @@ int cmd_merge(int argc, char **argv)
 		return HGCLOCK_EXIT_USAGE;
 	}
 	if (no_text && !json_path && !report_path && !dat_path && !pf_path && !analyze_path &&
-	    !analyze_json_path) {
+	    !analyze_json_path && !analyze_svg_path) {
 		hg_err("--no-text without --json, --dat or --perfetto: nothing to write");
 		return HGCLOCK_EXIT_USAGE;
 	}
@@ -641,7 +648,7 @@ int cmd_merge(int argc, char **argv)
 	ins[0] = corr;
 	for (int i = 0; i < par.nr_inputs; i++)
 		ins[1 + i] = inputs[i].path;
-	outs = calloc(6 + (size_t)par.nr_inputs, sizeof(*outs));
+	outs = calloc(7 + (size_t)par.nr_inputs, sizeof(*outs));
 	dat_names = dat_path ? calloc((size_t)par.nr_inputs, sizeof(*dat_names)) : NULL;
 	dres = dat_path ? malloc(sizeof(*dres)) : NULL;
 	if (!outs || (dat_path && (!dat_names || !dres))) {
@@ -655,6 +662,7 @@ int cmd_merge(int argc, char **argv)
 	outs[3] = pf_path;
 	outs[4] = analyze_path;
 	outs[5] = analyze_json_path;
+	outs[6] = analyze_svg_path;
 	for (int i = 0; dat_path && i < par.nr_inputs; i++)
 		if (!inputs[i].app) {
 			hgm_dat_path(dat_path, inputs[i].guest, dat_names[i], sizeof(dat_names[i]));
@@ -764,24 +772,28 @@ int cmd_merge(int argc, char **argv)
 			goto out;
 		}
 	}
-	if (analyze_path || analyze_json_path) {
+	if (analyze_path || analyze_json_path || analyze_svg_path) {
 		/* an output that does not open has said why */
 		rc = HGM_E_SYSTEM;
 		if ((!analyze_path || !hg_output_open(&ao, analyze_path)) &&
-		    (!analyze_json_path || !hg_output_open(&ajo, analyze_json_path))) {
-			rc = hga_merge_run(&par, ao.f, ajo.f, analyze_slice, err, sizeof(err));
+		    (!analyze_json_path || !hg_output_open(&ajo, analyze_json_path)) &&
+		    (!analyze_svg_path || !hg_output_open(&aso, analyze_svg_path))) {
+			rc = hga_merge_run(&par, ao.f, ajo.f, aso.f, analyze_slice, err, sizeof(err));
 			if (rc)
 				hg_err("%s", err);
 		}
 		if (rc) {
 			hg_output_abort(&ao);
 			hg_output_abort(&ajo);
+			hg_output_abort(&aso);
 			ret = rc == HGM_E_INPUT ? HGCLOCK_EXIT_BAD_INPUT : HGCLOCK_EXIT_FAILURE;
 			goto out;
 		}
 		if ((analyze_path && hg_output_commit(&ao)) ||
-		    (analyze_json_path && hg_output_commit(&ajo))) {
+		    (analyze_json_path && hg_output_commit(&ajo)) ||
+		    (analyze_svg_path && hg_output_commit(&aso))) {
 			hg_output_abort(&ajo);
+			hg_output_abort(&aso);
 			goto out;
 		}
 	}

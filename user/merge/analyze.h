@@ -195,18 +195,24 @@ void hga_missing(const struct hga *a, char *buf, size_t len);
 /* The report: text (top @top offenders and reasons), or one JSON object. */
 int hga_report_text(const struct hga *a, FILE *out, unsigned int top);
 int hga_report_json(const struct hga *a, FILE *out);
+/*
+ * The threads' splits as an SVG picture (analyze_svg.c): a stacked bar per
+ * guest thread, the @top longest (0: all), one scale.  0, or -1 (memory,
+ * or @out's error flag set).
+ */
+int hga_report_svg(const struct hga *a, FILE *out, unsigned int top);
 
 /*
  * merge --analyze (analyze_in.c): @par's trace inputs merged again on one
  * thread, decoded into the engine, its reports to @text and/or @json
- * (either may be NULL).  The filter's --from/--to clip the split (the
+ * (either may be NULL), and the picture to @svg (NULL: none).  The filter's --from/--to clip the split (the
  * events before still set the state), its --events is ignored.  0, or
  * an HGM_E_* with @err.  Requests (analyze_req.h): the guests'
  * application events' begin/end, and @slice ("BEGIN,END": two guest trace
  * events, [system:]name, or NULL) on the event's thread.
  */
 struct hgm_par;
-int hga_merge_run(const struct hgm_par *par, FILE *text, FILE *json, const char *slice,
-		  char *err, size_t err_len);
+int hga_merge_run(const struct hgm_par *par, FILE *text, FILE *json, FILE *svg,
+		  const char *slice, char *err, size_t err_len);
 
 #endif /* HGCLOCK_ANALYZE_H */

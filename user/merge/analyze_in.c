@@ -254,8 +254,8 @@ static int parse_slice(struct feed *f, const char *spec, char *err, size_t err_l
 	return 0;
 }
 
-int hga_merge_run(const struct hgm_par *par, FILE *text, FILE *json, const char *slice,
-		  char *err, size_t err_len)
+int hga_merge_run(const struct hgm_par *par, FILE *text, FILE *json, FILE *svg,
+		  const char *slice, char *err, size_t err_len)
 {
 	static struct hgm_filter filter;	/* large: not on the stack */
 	static struct hgr r;			/* not moved while in use */
@@ -320,7 +320,8 @@ int hga_merge_run(const struct hgm_par *par, FILE *text, FILE *json, const char 
 	if (!ret && text && f.nr_unplaced)
 		fprintf(text, "# %" PRIu64 " host kvm_entry/kvm_exit of threads that are no merged "
 			"guest's vCPU (other VMs, or no tracking record): left out\n", f.nr_unplaced);
-	if (!ret && ((text && hga_report_text(a, text, 10)) || (json && hga_report_json(a, json)))) {
+	if (!ret && ((text && hga_report_text(a, text, 10)) || (json && hga_report_json(a, json)) ||
+		     (svg && hga_report_svg(a, svg, 20)))) {
 		snprintf(err, err_len, "--analyze: writing the report failed");
 		ret = HGM_E_SYSTEM;
 	}
