@@ -158,13 +158,13 @@ hog_phase() {
 	guest_send HOG-START
 	guest_wait HOG-AGENT-UP 120 >/dev/null || { echo "the guest never started its agent again" >"$out/hog.why"; return 1; }
 	# shellcheck disable=SC2086
-	(cd /tmp && timeout 150 "$tool" record -o "$out/hog.hgc" --guest "$spec" -- \
+	(cd /tmp && timeout 400 "$tool" record -o "$out/hog.hgc" --guest "$spec" -- \
 		trace-cmd record -o "$out/hog-host.dat" -C local $host_events \
 		-A @3 --name guest -C local $guest_events \
 		sh -c 'touch /tmp/hog-rec; n=0; while [ ! -e /tmp/hog-end ] && [ $n -lt 900 ]; do sleep 0.1; n=$((n + 1)); done') \
 		>"$out/hog-trace-cmd.log" 2>"$out/hog-record.err" &
 	rec=$!
-	while [ ! -e /tmp/hog-rec ] && kill -0 $rec 2>/dev/null && [ $n -lt 600 ]; do
+	while [ ! -e /tmp/hog-rec ] && kill -0 $rec 2>/dev/null && [ $n -lt 3000 ]; do
 		sleep 0.1
 		n=$((n + 1))
 	done
