@@ -187,10 +187,22 @@ int hgev_read_header(FILE *f, struct hgev_header *h, char *err, size_t err_len)
 	return 0;
 }
 
+/*
+ * Where a record began, @n bytes back from @f's position (-1: not
+ * seekable), for the messages only: an ftell() per record is an lseek()
+ * per record (stdio asks the kernel), which was most of the merge's time
+ * on perf samples (Documentation/bench.rst, "perf samples").
+ */
+static long rec_offset(FILE *f, size_t n)
+{
+	long pos = ftell(f);
+
+	return pos < 0 ? -1 : pos - (long)n;
+}
+
 int hgev_read_record(FILE *f, struct hgev_rec *r, char *err, size_t err_len)
 {
 	unsigned char buf[HGEV_REC_MAX];
-	long off = ftell(f);
 	size_t n = fread(buf, 1, HGEV_REC_HEADER, f), size;
 
 	if (!n)
@@ -198,7 +210,7 @@ int hgev_read_record(FILE *f, struct hgev_rec *r, char *err, size_t err_len)
 				 : 0;
 	if (n < HGEV_REC_HEADER) {
 		snprintf(err, err_len, "the file ends inside a record: %zu bytes at offset %ld "
-			 "left over (the writer did not finish)", n, off);
+			 "left over (the writer did not finish)", n, rec_offset(f, n));
 		return -2;
 	}
 	size = get_le16(buf);
@@ -215,16 +227,18 @@ int hgev_read_record(FILE *f, struct hgev_rec *r, char *err, size_t err_len)
 	    HGEV_REC_HEADER + (size_t)r->name_len + r->text_len > size ||
 	    r->cpu >= HGEV_MAX_CPUS) {
 		snprintf(err, err_len, "damaged record at offset %ld (size %zu, kind %u, "
-			 "name %u, text %u bytes, cpu %u)", off, size, r->kind, r->name_len,
-			 r->text_len, r->cpu);
+			 "name %u, text %u bytes, cpu %u)", rec_offset(f, HGEV_REC_HEADER), size,
+			 r->kind, r->name_len, r->text_len, r->cpu);
 		return -1;
 	}
 	n = fread(buf + HGEV_REC_HEADER, 1, size - HGEV_REC_HEADER, f);
 	if (n < size - HGEV_REC_HEADER) {
 		snprintf(err, err_len, "the file ends inside a record: %zu bytes at offset %ld "
-			 "left over (the writer did not finish)", HGEV_REC_HEADER + n, off);
+			 "left over (the writer did not finish)", HGEV_REC_HEADER + n,
+			 rec_offset(f, HGEV_REC_HEADER + n));
 		return -2;
 	}
+	r->size = (uint16_t)size;
 	copy_clean(r->name, buf + HGEV_REC_HEADER, r->name_len);
 	copy_clean(r->text, buf + HGEV_REC_HEADER + r->name_len, r->text_len);
 	return 1;

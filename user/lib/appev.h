@@ -74,6 +74,7 @@ struct hgev_rec {
 	uint32_t cpu, tid;
 	uint8_t kind, flags;
 	uint16_t name_len, text_len;
+	uint16_t size;		/* its bytes in the file, padding included */
 	char name[HGEV_NAME_MAX + 1];
 	char text[HGEV_TEXT_MAX + 1];
 };

@@ -420,6 +420,7 @@ static int check_app_file(struct hgm_input *in, FILE *f, char *err, size_t err_l
 		set_err(err, err_len, "%s: out of memory", in->path);
 		return HGM_E_SYSTEM;
 	}
+	/* The offset counted, not asked (an lseek() per ftell()). */
 	long off = ftell(f);
 
 	while ((ret = hgev_read_record(f, r, why, sizeof(why))) == 1) {
@@ -452,7 +453,8 @@ static int check_app_file(struct hgm_input *in, FILE *f, char *err, size_t err_l
 		in->app_last_ts[r->cpu] = r->ts;
 		app_note_tid(in, r->tid);
 		in->app_records++;
-		off = ftell(f);
+		if (off >= 0)
+			off += r->size;
 	}
 	free(r);
 	if (ret == -1) {
