@@ -76,6 +76,7 @@ bool hgclock_ring_write_file(struct file *file, struct hgclock_rec_header *rec);
 int hgclock_ring_open(struct file *file);
 void hgclock_rec_init(struct hgclock_rec_header *rec, u16 type, u16 size);
 bool hgclock_rec_emit(struct hgclock_rec_header *rec, u16 type, u16 size);
+bool hgclock_rec_emit_stamped(struct hgclock_rec_header *rec);
 void hgclock_ring_set_online(unsigned int cpu, bool online);
 int hgclock_clock_mmap(struct file *file, struct vm_area_struct *vma);
 void hgclock_ring_publish_conv(const struct hgclock_conversion *conv,

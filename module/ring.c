@@ -526,7 +526,8 @@ void hgclock_rec_init(struct hgclock_rec_header *rec, u16 type, u16 size)
  * Stamps @rec's header (this CPU, its TSC and sched_clock) and writes it
  * to this CPU's rings, interrupts off from the stamp to the write: nothing
  * else is written to these rings in between, so each ring holds its
- * records in the order of their stamps.  Any context; the caller has
+ * records in the order of their stamps (but for the STOP records of
+ * hgclock_rec_emit_stamped(): see struct hgclock_rec_vcpu).  Any context; the caller has
  * filled the body.  False when a session reading records lost it.
  */
 bool hgclock_rec_emit(struct hgclock_rec_header *rec, u16 type, u16 size)
@@ -536,6 +537,21 @@ bool hgclock_rec_emit(struct hgclock_rec_header *rec, u16 type, u16 size)
 
 	local_irq_save(irqflags);
 	hgclock_rec_init(rec, type, size);
+	written = hgclock_ring_write(rec);
+	local_irq_restore(irqflags);
+	return written;
+}
+
+/*
+ * Writes @rec, stamped by its caller (a STOP kept until the thread runs
+ * again, track.c), to this CPU's rings.  Any context.
+ */
+bool hgclock_rec_emit_stamped(struct hgclock_rec_header *rec)
+{
+	unsigned long irqflags;
+	bool written;
+
+	local_irq_save(irqflags);
 	written = hgclock_ring_write(rec);
 	local_irq_restore(irqflags);
 	return written;

@@ -7,8 +7,9 @@
  *
  *  - which threads are KVM vCPUs: the first kvm_entry a thread makes
  *    reveals it (VCPU_SEEN, with the vCPU's TSC offset and scaling);
- *  - where each one runs: sched_switch in and out (VCPU_RUN/STOP) and
- *    sched_migrate_task (VCPU_MIGRATE);
+ *  - where each one runs: sched_switch in and out (VCPU_RUN/STOP, a stop
+ *    and a run again on the same CPU soon after counted, not recorded:
+ *    coalesce_stop_us) and sched_migrate_task (VCPU_MIGRATE);
  *  - KVM re-basing a guest's TSC: kvm_write_tsc_offset (TSC_OFFSET);
  *  - the thread's end: sched_process_exit (VCPU_EXIT);
  *  - a guest's exit pairings (pair.c): kvm_cpuid on hgclock's leaf
@@ -87,6 +88,21 @@ MODULE_PARM_DESC(max_tracked,
  */
 #define HG_PAIR_WINDOW_NS	NSEC_PER_SEC
 
+/*
+ * An idle vCPU halts and wakes hundreds of times a second, mostly on the
+ * same host CPU, and each STOP/RUN pair said nothing a guest event's
+ * mapping needs (it runs on the same CPU, with the same offsets).  Such
+ * a stop, when the thread runs again on the same CPU within this many
+ * microseconds with no migration in between, is counted in the next
+ * record (hgclock_rec_vcpu.nr_coalesced), not recorded.  0 records every
+ * switch.  Root may change it at any time; a stop already pending when
+ * it becomes 0 is written at the thread's next run.
+ */
+static unsigned int coalesce_stop_us = 100000;
+module_param(coalesce_stop_us, uint, 0644);
+MODULE_PARM_DESC(coalesce_stop_us,
+		 "a tracked thread that stops and runs again on the same CPU within this many us is counted, not recorded; 0 records every switch (default 100000)");
+
 enum hg_slot_state {
 	HG_SLOT_FREE = 0,
 	HG_SLOT_LIVE,
@@ -117,6 +133,19 @@ struct hg_slot {
 	u32 pair_in_window;
 	u64 pair_suppressed;
 	u64 pair_suppressed_reported;
+	/*
+	 * The thread's STOP, stamped when it switched out and written when
+	 * it next runs (or never: coalesced).  Read and written only by the
+	 * sched_switch probe switching the thread out and then in, which the
+	 * scheduler orders: a task switches in only after its switch-out
+	 * completed (finish_task()'s release of prev->on_cpu, the acquire of
+	 * it before the task is woken or moved elsewhere; on the same CPU,
+	 * program order).  nr_coalesced is also read, as a hint, by EXIT.
+	 */
+	struct hgclock_rec_header stop_hdr;
+	u64 stop_migrations;	/* nr_migrations when it stopped */
+	u32 nr_coalesced;	/* stops not recorded since its last STOP */
+	bool stop_pending;
 };
 
 static struct hg_slot *hg_slots;	/* max_tracked entries */
@@ -336,15 +365,87 @@ static void hg_reclaim_fn(struct work_struct *work)
 
 /* ---- records ---------------------------------------------------------- */
 
+static void hg_vcpu_rec_init(struct hgclock_rec_vcpu *rec, const struct hg_slot *slot)
+{
+	memset(rec, 0, sizeof(*rec));
+	rec->tid = slot->tid;
+	rec->vm_pid = slot->vm_pid;
+	rec->vcpu_id = slot->vcpu_id;
+}
+
+/* RUN, UNTRACKED; EXIT with the stops its last run did not record. */
 static void hg_emit_vcpu(const struct hg_slot *slot, u16 type)
 {
 	struct hgclock_rec_vcpu rec;
 
-	memset(&rec, 0, sizeof(rec));
-	rec.tid = slot->tid;
-	rec.vm_pid = slot->vm_pid;
-	rec.vcpu_id = slot->vcpu_id;
+	hg_vcpu_rec_init(&rec, slot);
+	if (type == HGCLOCK_REC_VCPU_EXIT)
+		rec.nr_coalesced = READ_ONCE(slot->nr_coalesced);
 	hgclock_rec_emit(&rec.hdr, type, sizeof(rec));
+}
+
+/*
+ * The thread's STOP, stamped in @hdr (now, or when it stopped), with the
+ * stops since its last STOP that were not recorded.  The sched_switch
+ * probe, switching the thread out or in (see hg_slot.stop_hdr).
+ */
+static void hg_emit_stop(struct hg_slot *slot, const struct hgclock_rec_header *hdr)
+{
+	struct hgclock_rec_vcpu rec;
+
+	hg_vcpu_rec_init(&rec, slot);
+	rec.hdr = *hdr;
+	rec.nr_coalesced = slot->nr_coalesced;
+	WRITE_ONCE(slot->nr_coalesced, 0);
+	hgclock_rec_emit_stamped(&rec.hdr);
+}
+
+/*
+ * The slot's thread switches out on this CPU.  With coalescing on, only
+ * stamp its STOP: hg_switch_in() decides whether it is written.
+ */
+static void hg_switch_out(struct hg_slot *slot)
+{
+	struct hgclock_rec_header hdr;
+
+	hgclock_rec_init(&hdr, HGCLOCK_REC_VCPU_STOP, sizeof(struct hgclock_rec_vcpu));
+	if (!READ_ONCE(coalesce_stop_us)) {
+		hg_emit_stop(slot, &hdr);
+		return;
+	}
+	slot->stop_hdr = hdr;
+	slot->stop_migrations = READ_ONCE(slot->nr_migrations);
+	slot->stop_pending = true;
+}
+
+/*
+ * The slot's thread switches in on this CPU.  A pending STOP is dropped
+ * (counted) when nothing a guest event's mapping depends on changed since:
+ * the same CPU (so the same conversion of its TSC), no migration away and
+ * back, not longer ago than coalesce_stop_us (a long halt stays visible).
+ * Otherwise it is written with its own stamps, then the RUN.
+ */
+static void hg_switch_in(struct hg_slot *slot)
+{
+	if (slot->stop_pending) {
+		u64 limit_ns = (u64)READ_ONCE(coalesce_stop_us) * NSEC_PER_USEC;
+		u64 now_ns = trace_clock_local();
+
+		slot->stop_pending = false;
+		/*
+		 * Same CPU: both stamps come from this CPU's clock; a clock
+		 * that went backwards gives a huge difference, not coalesced.
+		 */
+		if (slot->stop_hdr.cpu == smp_processor_id() &&
+		    slot->stop_migrations == READ_ONCE(slot->nr_migrations) &&
+		    now_ns - slot->stop_hdr.sched_clock_ns < limit_ns) {
+			if (slot->nr_coalesced != U32_MAX)
+				WRITE_ONCE(slot->nr_coalesced, slot->nr_coalesced + 1);
+			return;
+		}
+		hg_emit_stop(slot, &slot->stop_hdr);
+	}
+	hg_emit_vcpu(slot, HGCLOCK_REC_VCPU_RUN);
 }
 
 /* The thread's exits over the pairing rate, when more than last said. */
@@ -575,7 +676,7 @@ static __always_inline void hg_sched_switch(struct task_struct *prev,
 	if (unlikely(hg_tid_tracked(prev->pid))) {
 		slot = hg_find(prev->pid);
 		if (slot) {
-			hg_emit_vcpu(slot, HGCLOCK_REC_VCPU_STOP);
+			hg_switch_out(slot);
 			/* prev is the slot's vCPU thread: its counters. */
 			hg_emit_suppressed(slot);
 		}
@@ -583,7 +684,7 @@ static __always_inline void hg_sched_switch(struct task_struct *prev,
 	if (unlikely(hg_tid_tracked(next->pid))) {
 		slot = hg_find(next->pid);
 		if (slot)
-			hg_emit_vcpu(slot, HGCLOCK_REC_VCPU_RUN);
+			hg_switch_in(slot);
 	}
 }
 
@@ -1386,6 +1487,8 @@ void hgclock_track_fill_info(struct hgclock_info *info)
 	info->max_tracked = max_tracked;
 	info->nr_untracked = atomic64_read(&hg_nr_refused);
 	info->nr_exits_suppressed = atomic64_read(&hg_nr_pair_suppressed);
+	if (READ_ONCE(coalesce_stop_us))
+		info->features |= HGCLOCK_FEAT_COALESCE;
 }
 
 /* ---- init / exit ------------------------------------------------------ */

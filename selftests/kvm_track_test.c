@@ -182,6 +182,7 @@ FIXTURE(kvm) {
 	struct hgclock_map map;
 	struct chan ch;
 	pid_t child;
+	long coalesce_old;	/* coalesce_stop_us to restore, -1: untouched */
 };
 
 FIXTURE_SETUP(kvm)
@@ -191,6 +192,7 @@ FIXTURE_SETUP(kvm)
 
 	self->child = -1;
 	self->fd = -1;
+	self->coalesce_old = -1;
 	if (access("/dev/kvm", R_OK | W_OK)) {
 		self->loaded = true;
 		ret = system("modprobe kvm_amd >/dev/null 2>&1 || modprobe kvm_intel >/dev/null 2>&1");
@@ -220,6 +222,7 @@ FIXTURE_TEARDOWN(kvm)
 		kill(self->child, SIGKILL);
 		waitpid(self->child, &status, 0);
 	}
+	restore_coalesce(self->coalesce_old);
 	if (self->fd >= 0) {
 		hgclock_map_close(&self->map);
 		close(self->fd);
@@ -268,6 +271,8 @@ TEST_F_TIMEOUT(kvm, vcpu_id_filled, 180)
 
 	if (self->no_kvm)
 		SKIP(return, "no KVM in this VM");
+	/* Every switch recorded: the child's last stop, in pause(), too. */
+	self->coalesce_old = set_coalesce(0);
 	self->child = fork();
 	ASSERT_LE(0, self->child);
 	if (self->child == 0)

@@ -62,4 +62,39 @@ static inline bool cpuinfo_has(const char *flag)
 	return found;
 }
 
+/*
+ * The module's coalescing of a tracked thread's stops (coalesce_stop_us,
+ * struct hgclock_rec_vcpu).  set_coalesce() writes @us and returns the
+ * value it replaces (for restore_coalesce()), or -1 when the parameter
+ * cannot be read or written (a module older than ABI 1.4).
+ */
+#define HGCLOCK_COALESCE_PARAM "/sys/module/hgclock/parameters/coalesce_stop_us"
+
+static inline long set_coalesce(unsigned long us)
+{
+	char buf[32];
+	long old = -1;
+	FILE *f = fopen(HGCLOCK_COALESCE_PARAM, "r");
+
+	if (!f)
+		return -1;
+	if (fscanf(f, "%ld", &old) != 1)
+		old = -1;
+	fclose(f);
+	snprintf(buf, sizeof(buf), "%lu", us);
+	if (old < 0 || write_sysfs(HGCLOCK_COALESCE_PARAM, buf))
+		return -1;
+	return old;
+}
+
+static inline void restore_coalesce(long old)
+{
+	char buf[32];
+
+	if (old < 0)
+		return;
+	snprintf(buf, sizeof(buf), "%ld", old);
+	write_sysfs(HGCLOCK_COALESCE_PARAM, buf);
+}
+
 #endif /* HGCLOCK_TEST_UTIL_H */

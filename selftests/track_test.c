@@ -107,6 +107,7 @@ FIXTURE(track) {
 	int fd;
 	struct hgclock_map map;
 	struct collect c;
+	long coalesce_old;	/* coalesce_stop_us to restore, -1: untouched */
 };
 
 FIXTURE_SETUP(track)
@@ -117,11 +118,13 @@ FIXTURE_SETUP(track)
 	hgclock_ring_skip_all(&self->map);
 	self->c.recs = calloc(MAX_RECS, sizeof(struct rec_copy));
 	ASSERT_NE(NULL, self->c.recs);
+	self->coalesce_old = -1;
 }
 
 FIXTURE_TEARDOWN(track)
 {
 	track(self->fd, gettid_(), HGCLOCK_TRACK_REMOVE);
+	restore_coalesce(self->coalesce_old);
 	free(self->c.recs);
 	hgclock_map_close(&self->map);
 	close(self->fd);
@@ -159,7 +162,51 @@ TEST_F(track, bad_input)
 	EXPECT_EQ(-ENOENT, track(self->fd, gettid_(), HGCLOCK_TRACK_REMOVE));
 }
 
-/* Moving a tracked thread yields exactly our moves, in order. */
+/*
+ * A thread's records in time order as the scheduler must have made them:
+ * after SEEN it runs on its host_cpu; a STOP on the CPU it runs on, a RUN
+ * on the CPU it stopped on or was moved to, a MIGRATE only while stopped,
+ * from where it was.  With coalescing the STOP of a move is written on
+ * the new CPU, with the old CPU's stamps: a STOP stamped at its writing
+ * breaks this chain.  The number of records that break it.
+ */
+static int chain_breaks(const struct collect *c)
+{
+	int i, bad = 0, cpu = -1;
+	bool running = false;
+
+	for (i = 0; i < c->nr; i++) {
+		const struct rec_copy *r = &c->recs[i];
+
+		switch (r->hdr.type) {
+		case HGCLOCK_REC_VCPU_SEEN:
+			running = true;
+			cpu = r->seen.host_cpu;
+			break;
+		case HGCLOCK_REC_VCPU_RUN:
+			bad += running || (int)r->hdr.cpu != cpu;
+			running = true;
+			cpu = r->hdr.cpu;
+			break;
+		case HGCLOCK_REC_VCPU_STOP:
+			bad += !running || (int)r->hdr.cpu != cpu;
+			running = false;
+			cpu = r->hdr.cpu;
+			break;
+		case HGCLOCK_REC_VCPU_MIGRATE:
+			bad += running || r->migrate.from_cpu != cpu;
+			cpu = r->migrate.to_cpu;
+			break;
+		}
+	}
+	return bad;
+}
+
+/*
+ * Moving a tracked thread yields exactly our moves, in order, and a
+ * chain of RUN, STOP and MIGRATE records that says where it ran, with
+ * the module's default coalescing (a move is never coalesced).
+ */
 TEST_F(track, migrations_match_moves)
 {
 	int moves[40], i, nmig = 0, seen = 0;
@@ -167,6 +214,7 @@ TEST_F(track, migrations_match_moves)
 
 	if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
 		SKIP(return, "needs two CPUs");
+	self->coalesce_old = set_coalesce(100000);
 	pin_self(0);
 	ASSERT_EQ(0, track(self->fd, tid, HGCLOCK_TRACK_ADD));
 	for (i = 0; i < 40; i++) {
@@ -198,6 +246,7 @@ TEST_F(track, migrations_match_moves)
 	}
 	EXPECT_EQ(1, seen);
 	EXPECT_EQ(40, nmig);
+	EXPECT_EQ(0, chain_breaks(&self->c));
 	/* The last record is the EXIT of the untrack. */
 	ASSERT_LT(0, self->c.nr);
 	EXPECT_EQ(HGCLOCK_REC_VCPU_EXIT, self->c.recs[self->c.nr - 1].hdr.type);
@@ -213,30 +262,51 @@ static long switches_so_far(void)
 	return ru.ru_nvcsw + ru.ru_nivcsw;
 }
 
-/* RUN and STOP alternate per CPU and say where the thread ran. */
-TEST_F(track, run_stop_records)
+/* What a pinned sleeper's records said (pinned_sleeper()). */
+struct sleeper_recs {
+	int runs, stops, exits;
+	unsigned long long coalesced;	/* nr_coalesced of its STOPs and EXIT */
+	long switches;			/* its switches while tracked, at least */
+};
+
+/*
+ * This thread, pinned to CPU 0 and tracked with coalesce_stop_us = @us,
+ * sleeps until it has switched out 20 times, then is untracked.  Checks
+ * that RUN and STOP alternate on CPU 0, that every STOP (written when the
+ * thread ran again, with the stamps of when it stopped) comes before its
+ * RUN in time, that a RUN carries no count, and counts the records.
+ */
+static void pinned_sleeper(struct __test_metadata *_metadata,
+			   FIXTURE_DATA(track) *self, unsigned long us,
+			   struct sleeper_recs *out)
 {
 	pid_t tid = gettid_();
-	int i, runs = 0, stops = 0, running_on = -1;
+	int i, running_on = -1;
 	long sw0;
 
+	memset(out, 0, sizeof(*out));
+	self->coalesce_old = set_coalesce(us);
+	if (self->coalesce_old < 0)
+		SKIP(return, "no coalesce_stop_us parameter (module before ABI 1.4)");
 	pin_self(0);
 	ASSERT_EQ(0, track(self->fd, tid, HGCLOCK_TRACK_ADD));
 	/*
 	 * Counted from after the ADD: the ADD itself may sleep before the
 	 * thread is tracked (its reclaim waits for a grace period), and
 	 * those switches have no records.  Then sleep until the thread has
-	 * switched out 20 times: each switch is a STOP, then a RUN.  Not 20
-	 * sleeps: a sleep whose timer fires before the thread gets to
-	 * schedule() does not switch at all (seen on the debug kernel under
-	 * TCG, 19 of 20).
+	 * switched out 20 times.  Not 20 sleeps: a sleep whose timer fires
+	 * before the thread gets to schedule() does not switch at all (seen
+	 * on the debug kernel under TCG, 19 of 20).
 	 */
 	sw0 = switches_so_far();
 	ASSERT_LE(0, sw0);
 	for (i = 0; i < 200 && switches_so_far() - sw0 < 20; i++)
 		usleep(1000);
-	ASSERT_LE(20, switches_so_far() - sw0);
+	out->switches = switches_so_far() - sw0;
+	ASSERT_LE(20, out->switches);
 	ASSERT_EQ(0, track(self->fd, tid, HGCLOCK_TRACK_REMOVE));
+	restore_coalesce(self->coalesce_old);
+	self->coalesce_old = -1;
 
 	self->c.tid = tid;
 	collect_all(_metadata, &self->map, &self->c);
@@ -246,19 +316,67 @@ TEST_F(track, run_stop_records)
 		if (r->hdr.type == HGCLOCK_REC_VCPU_RUN) {
 			EXPECT_EQ(-1, running_on);
 			EXPECT_EQ(0, r->hdr.cpu);
+			EXPECT_EQ(0, r->vcpu.nr_coalesced);
 			running_on = r->hdr.cpu;
-			runs++;
+			out->runs++;
 		} else if (r->hdr.type == HGCLOCK_REC_VCPU_STOP) {
 			/* The first STOP may come before any RUN we saw. */
-			if (runs)
+			if (out->runs)
 				EXPECT_EQ(0, running_on);
 			EXPECT_EQ(0, r->hdr.cpu);
 			running_on = -1;
-			stops++;
+			out->stops++;
+			out->coalesced += r->vcpu.nr_coalesced;
+		} else if (r->hdr.type == HGCLOCK_REC_VCPU_EXIT) {
+			out->exits++;
+			out->coalesced += r->vcpu.nr_coalesced;
 		}
 	}
-	EXPECT_LE(20, runs);
-	EXPECT_LE(20, stops);
+	EXPECT_EQ(1, out->exits);
+	TH_LOG("coalesce_stop_us %lu: %ld switches, %d RUN, %d STOP, %llu coalesced",
+	       us, out->switches, out->runs, out->stops, out->coalesced);
+}
+
+/* coalesce_stop_us 0: every switch is a STOP, then a RUN. */
+TEST_F(track, run_stop_records)
+{
+	struct sleeper_recs r;
+
+	pinned_sleeper(_metadata, self, 0, &r);
+	EXPECT_LE(20, r.runs);
+	EXPECT_LE(20, r.stops);
+	EXPECT_EQ(0, r.coalesced);
+}
+
+/*
+ * coalesce_stop_us 1: every stop is kept until the thread runs again
+ * and then written (1 ms sleeps are far longer than 1 us), so the
+ * records are the same as with 0, but each STOP is written later than
+ * its stamp, into the ring of the CPU the thread runs on next.
+ */
+TEST_F(track, run_stop_records_written_late)
+{
+	struct sleeper_recs r;
+
+	pinned_sleeper(_metadata, self, 1, &r);
+	EXPECT_LE(20, r.stops + r.coalesced);
+	EXPECT_LE(15, r.stops);
+	EXPECT_LE(r.stops, r.runs + 1);
+}
+
+/*
+ * coalesce_stop_us 10 s: a thread that sleeps and wakes on one CPU
+ * writes no RUN or STOP at all; its EXIT counts the stops.  (Without
+ * coalescing this is 20 RUN and 20 STOP records.)
+ */
+TEST_F(track, stops_on_one_cpu_are_counted)
+{
+	struct sleeper_recs r;
+
+	pinned_sleeper(_metadata, self, 10000000, &r);
+	EXPECT_GE(1, r.runs);
+	EXPECT_GE(1, r.stops);
+	EXPECT_LE(r.switches, (long)r.coalesced + r.stops);
 }
 
 static void *mover(void *arg)

@@ -83,6 +83,9 @@ void hg_print_record(const struct hgclock_rec_header *h, bool json, const char *
 		F("tid", "%d", r->tid);
 		F("vm_pid", "%d", r->vm_pid);
 		F("vcpu_id", "%d", r->vcpu_id);
+		/* Stops the module counted, not recorded (ABI 1.4); 0 before. */
+		if (r->nr_coalesced)
+			F("coalesced", "%u", r->nr_coalesced);
 		break;
 	}
 	case HGCLOCK_REC_VCPU_MIGRATE: {

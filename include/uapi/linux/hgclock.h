@@ -37,9 +37,9 @@
 #define HGCLOCK_ABI_MAJOR	1
 /*
  * 1.1: exit pairing; 1.2: pairing opt-in, UNTRACKED and EXIT_SUPPRESSED;
- * 1.3: /dev/hgclock-clock
+ * 1.3: /dev/hgclock-clock; 1.4: coalesced stops (hgclock_rec_vcpu)
  */
-#define HGCLOCK_ABI_MINOR	3
+#define HGCLOCK_ABI_MINOR	4
 
 /* Feature bits reported in hgclock_info.features. */
 #define HGCLOCK_FEAT_READ_CLOCK		(1ULL << 0)	/* HGCLOCK_IOC_READ_CLOCK */
@@ -55,6 +55,8 @@
 #define HGCLOCK_FEAT_PAIR_OPT_IN	(1ULL << 9)
 /* /dev/hgclock-clock: the per-CPU conversions, mappable by anyone (1.3) */
 #define HGCLOCK_FEAT_PUBLIC_CLOCK	(1ULL << 10)
+/* host: stops coalesced now (coalesce_stop_us > 0; hgclock_rec_vcpu) (1.4) */
+#define HGCLOCK_FEAT_COALESCE		(1ULL << 11)
 
 /* Bits of hgclock_info.clock_flags. */
 #define HGCLOCK_CLK_TSC_UNSTABLE	(1U << 0) /* kernel marked the TSC unstable */
@@ -351,7 +353,9 @@ struct hgclock_consumer {
  * @size: bytes of the whole record, header included, a multiple of 8.
  *	A PAD record has only @type valid: the rest of the ring up to its
  *	end is padding, the next record is at the start of the ring.
- * @cpu: the CPU the record was written on.
+ * @cpu: the CPU the record was written on (a VCPU_STOP written late: the
+ *	CPU, and below the clocks, of when its thread stopped; see
+ *	struct hgclock_rec_vcpu).
  * @tsc: TSC when the record was written.
  * @sched_clock_ns: sched_clock() right after @tsc.
  */
@@ -673,17 +677,32 @@ struct hgclock_produce {
  * @vm_pid: the process owning the VM (its KVM debugfs directory is
  *	"<vm_pid>-<fd>"), or the thread's process for a manual track.
  * @vcpu_id: KVM vcpu_id, -1 for a thread tracked by HGCLOCK_IOC_TRACK.
- * @reserved: zero.
+ * @nr_coalesced: STOP and EXIT: how many times the run that ends here
+ *	stopped and ran again on hdr.cpu without a record (saturates at
+ *	U32_MAX); RUN: zero.  Zero before ABI 1.4.
  *
  * RUN: sched_switch switched to the thread on hdr.cpu; STOP: away from it.
  * EXIT: the thread exited, or was untracked; nothing follows for it.
+ *
+ * Coalescing (ABI 1.4, HGCLOCK_FEAT_COALESCE; module parameter
+ * coalesce_stop_us, 0 turns it off): a STOP is written only when the
+ * thread next runs, and not at all when it runs again on the same CPU,
+ * with no migration in between, within coalesce_stop_us of stopping
+ * (nr_coalesced counts those).  So between a RUN on CPU c and the
+ * thread's next STOP or EXIT it ran on c only, not necessarily all the
+ * time.  A STOP that is written keeps the stamps of the moment the thread
+ * stopped (hdr.cpu, hdr.tsc, hdr.sched_clock_ns), but it is written into
+ * the ring of the CPU where the thread runs next, right before that RUN:
+ * it is the one record that may follow records stamped after it.  A
+ * thread's last STOP before it is untracked, or before recording ends,
+ * may never be written.
  */
 struct hgclock_rec_vcpu {
 	struct hgclock_rec_header hdr;
 	__s32 tid;
 	__s32 vm_pid;
 	__s32 vcpu_id;
-	__u32 reserved;
+	__u32 nr_coalesced;
 };
 
 /**
