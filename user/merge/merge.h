@@ -316,7 +316,7 @@ struct hgm_json {
 };
 int hgm_json_begin(struct hgm_json *j, FILE *out, const struct hgm *m);
 int hgm_json_event(void *ctx, const struct hgm_event *ev);
-/* One event as a JSON object through @w (no span bookkeeping). */
+/* One event as a JSON object and a newline through @w, one write (no span bookkeeping). */
 int hgm_json_write_event(struct json_writer *w, const struct hgm *m, const struct hgm_event *ev);
 /* Widens the span the vCPU runs are clipped to by @host_ts. */
 void hgm_json_span(struct hgm_json *j, const struct hgm *m, uint64_t host_ts);

@@ -373,10 +373,7 @@ int hgm_json_event(void *ctx, const struct hgm_event *ev)
 
 	if (!(ev->flags & HGM_EV_UNMAPPED))
 		hgm_json_span(j, j->m, ev->host_ts);
-	if (hgm_json_write_event(&j->w, j->m, ev))
-		return -1;
-	/* An event a line: greppable, and what the threaded merge writes. */
-	return fputc('\n', j->w.out) == EOF ? -1 : 0;
+	return hgm_json_write_event(&j->w, j->m, ev);
 }
 
 /*
@@ -410,6 +407,8 @@ int hgm_json_write_event(struct json_writer *w, const struct hgm *m, const struc
 	uint64_t ns = hgm_host_ns(m, ev->host_ts);
 	char name[HGEV_NAME_MAX + 8];
 
+	/* The event's bytes in one write (json.h). */
+	json_hold(w);
 	if (ev->app && ev->in->perf) {
 		/* A perf sample: an instant on its CPU's track, as a trace event. */
 		hgm_perf_event_name(ev->app, name, sizeof(name));
@@ -473,7 +472,9 @@ int hgm_json_write_event(struct json_writer *w, const struct hgm *m, const struc
 		json_i64(w, "dropped_before", ev->rec->missed_events);
 	json_end_object(w);
 	json_end_object(w);
-	return ferror(w->out) ? -1 : 0;
+	/* An event a line: greppable, and what the threaded merge writes. */
+	json_raw(w, "\n");
+	return json_release(w);
 }
 
 /* A vCPU's runs of one thread, clipped to [min_ns, max_ns], appended to @r. */
@@ -595,6 +596,7 @@ void hgm_runs_free(struct hgm_runs *r)
 static void json_run_slice(struct json_writer *w, const char *name, int pid, int tid,
 			   const struct hgm_run *run)
 {
+	json_hold(w);
 	json_begin_object(w, NULL);
 	json_string(w, "ph", "X");
 	json_string(w, "name", name);
@@ -611,13 +613,15 @@ static void json_run_slice(struct json_writer *w, const char *name, int pid, int
 	json_i64(w, "host_tid", run->host_tid);
 	json_end_object(w);
 	json_end_object(w);
-	fputc('\n', w->out);
+	json_raw(w, "\n");
+	json_release(w);
 }
 
 /* A flow event: "s" starts flow @id in the slice at @ns, "f" ends it in the one enclosing @ns. */
 static void json_flow(struct json_writer *w, const char *ph, uint64_t id, int pid, int tid,
 		      uint64_t ns)
 {
+	json_hold(w);
 	json_begin_object(w, NULL);
 	json_string(w, "ph", ph);
 	json_string(w, "name", "runs");
@@ -629,7 +633,8 @@ static void json_flow(struct json_writer *w, const char *ph, uint64_t id, int pi
 	if (ph[0] == 'f')
 		json_string(w, "bp", "e");
 	json_end_object(w);
-	fputc('\n', w->out);
+	json_raw(w, "\n");
+	json_release(w);
 }
 
 /*

@@ -155,7 +155,7 @@ static int worker_emit(void *ctx, const struct hgm_event *ev)
 		struct json_writer jw;
 
 		json_init(&jw, w->jmem, false);
-		if (hgm_json_write_event(&jw, &w->m, ev) || fputc('\n', w->jmem) == EOF)
+		if (hgm_json_write_event(&jw, &w->m, ev))
 			return -1;
 		ce->json_end = (size_t)ftell(w->jmem);
 	}
