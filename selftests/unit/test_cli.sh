@@ -609,6 +609,33 @@ mkapp app-perf.hgev 1 hgclock-vm 0
 run -- "${merge_in[@]}" --app app-perf.hgev -o app.txt
 expect merge_app_perf_clock_accepted 0
 if [ "$(grep -c ' app:req ' app.txt)" = 2 ]; then ok merge_app_perf_clock_lines; else not_ok merge_app_perf_clock_lines "$(grep -c app: app.txt) app lines"; fi
+# --perf (perf_in.c, merge.rst "perf samples"): perf missing and perf
+# failing are said with exit 6; a real perf.data gives its samples, and
+# the event file in $TMPDIR had no name: nothing left there.
+if [ -f "$data/perf-sample.data" ]; then cp "$data/perf-sample.data" .; else xz -dc "$data/perf-sample.data.xz" >perf-sample.data; fi
+mkdir -p perftmp
+printf '#!/bin/sh\necho "perf: cannot read it" >&2\nexit 2\n' >perf-fails
+chmod +x perf-fails
+export TMPDIR=$tmp/perftmp
+HGCLOCK_PERF=/nonexistent/perf
+export HGCLOCK_PERF
+run -- "${merge_in[@]}" --perf perf-sample.data --force -o perf.txt
+expect merge_perf_missing 6 "perf-sample.data: cannot run '/nonexistent/perf script': No such file"
+HGCLOCK_PERF=$tmp/perf-fails
+run -- "${merge_in[@]}" --perf perf-sample.data --force -o perf.txt
+expect merge_perf_fails 6 "'$tmp/perf-fails script' failed \(exit 2\)"
+unset HGCLOCK_PERF
+if command -v perf >/dev/null; then
+	run -- "${merge_in[@]}" --perf perf-sample.data --force -o perf.txt
+	expect merge_perf_data 0
+	if [ "$(grep -c ' perf:cpu-clock ' perf.txt)" -gt 0 ]; then ok merge_perf_data_lines; else not_ok merge_perf_data_lines "no perf:cpu-clock line"; fi
+else
+	skip merge_perf_data "no perf (tools/deps.sh installs linux-perf)"
+	skip merge_perf_data_lines "no perf"
+fi
+if [ -z "$(ls -A perftmp)" ]; then ok merge_perf_no_temp_left; else not_ok merge_perf_no_temp_left "$(ls -A perftmp)"; fi
+unset TMPDIR
+
 # Several workers each open the event file; one reads it, the others take
 # what it found (merge.c's hgm_checked): the same lines, the same warning.
 run -- merge merge.hgc host.dat guest.dat --app app-host.hgev --threads 1 -o app-t1.txt

@@ -18,6 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <event-parse.h>
@@ -1015,23 +1017,26 @@ TEST(perf_lines_parsed)
 /* A real perf.data, decoded by perf itself: every sample, each CPU in order. */
 TEST(perf_data_decoded)
 {
-	struct hg_perf_stats st;
+	const struct hg_perf_stats *st;
 	struct hgev_header h;
+	struct hg_perf p;
 	struct hgev_rec r;
-	char path[PATH_MAX], err[600];
+	char err[600];
 	uint64_t n = 0, last[HGEV_MAX_CPUS] = { 0 }, back = 0;
 	FILE *f;
 
 	if (system("perf --version >/dev/null 2>&1"))
 		SKIP(return, "no perf (tools/deps.sh installs linux-perf)");
-	ASSERT_EQ(0, hg_perf_to_events(data("perf-sample.data"), "/tmp", path, sizeof(path), &st,
-				       err, sizeof(err))) TH_LOG("%s", err);
-	EXPECT_TRUE(st.decoded);
-	EXPECT_EQ(58, st.nr_samples);
-	EXPECT_EQ(0, st.nr_bad) TH_LOG("%s", st.first_bad);
-	EXPECT_EQ(0, st.nr_unordered);
-	EXPECT_STREQ("vm", st.host);
-	f = fopen(path, "rb");
+	hg_perf_init(&p);
+	hg_perf_start(&p, data("perf-sample.data"), "/tmp");
+	ASSERT_EQ(0, hg_perf_finish(&p, err, sizeof(err))) TH_LOG("%s", err);
+	st = &p.st;
+	EXPECT_TRUE(st->decoded);
+	EXPECT_EQ(58, st->nr_samples);
+	EXPECT_EQ(0, st->nr_bad) TH_LOG("%s", st->first_bad);
+	EXPECT_EQ(0, st->nr_unordered);
+	EXPECT_STREQ("vm", st->host);
+	f = fopen(p.path, "rb");
 	ASSERT_NE(NULL, f);
 	ASSERT_EQ(0, hgev_read_header(f, &h, err, sizeof(err)));
 	EXPECT_EQ(HGEV_CLOCK_PERF, h.clock);
@@ -1043,13 +1048,156 @@ TEST(perf_data_decoded)
 		n++;
 	}
 	fclose(f);
-	unlink(path);
+	hg_perf_end(&p);
 	EXPECT_EQ(58, n);
 	EXPECT_EQ(0, back);
 	/* Not perf's at all: refused with the first line. */
-	EXPECT_EQ(-1, hg_perf_to_events(data("merge.hgc"), "/tmp", path, sizeof(path), &st, err,
-					sizeof(err)));
+	hg_perf_init(&p);
+	hg_perf_start(&p, data("merge.hgc"), "/tmp");
+	EXPECT_EQ(-1, hg_perf_finish(&p, err, sizeof(err)));
+	hg_perf_end(&p);
 	EXPECT_NE(NULL, strstr(err, "not perf script")) TH_LOG("%s", err);
+}
+
+/*
+ * A stand-in for perf in @dir (HGCLOCK_PERF): a shell script whose body
+ * is @body, and a file with perf.data's magic for it to "decode".
+ */
+static void fake_perf(const char *dir, const char *body, char *data_path, size_t len)
+{
+	char path[PATH_MAX];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/perf", dir);
+	f = fopen(path, "w");
+	if (f) {
+		fprintf(f, "#!/bin/sh\n%s\n", body);
+		fclose(f);
+	}
+	chmod(path, 0755);
+	setenv("HGCLOCK_PERF", path, 1);
+	snprintf(data_path, len, "%s/perf.data", dir);
+	f = fopen(data_path, "w");
+	if (f) {
+		fputs("PERFILE2 not really", f);
+		fclose(f);
+	}
+}
+
+/* One conversion of @input through whatever HGCLOCK_PERF is; its result, @err. */
+static int perf_convert(const char *input, const char *tmpdir, struct hg_perf *p, char *err,
+			size_t len)
+{
+	int ret;
+
+	hg_perf_init(p);
+	hg_perf_start(p, input, tmpdir);
+	ret = hg_perf_finish(p, err, len);
+	return ret;
+}
+
+/* No child left, not even a zombie; nothing left in @dir but perf and perf.data. */
+static bool all_reaped(void)
+{
+	return waitpid(-1, NULL, WNOHANG) < 0 && errno == ECHILD;
+}
+
+static int dir_entries(const char *dir)
+{
+	char cmd[PATH_MAX + 32];
+	FILE *f;
+	int n = -1;
+
+	snprintf(cmd, sizeof(cmd), "ls -A '%s' | wc -l", dir);
+	f = popen(cmd, "r");
+	if (f) {
+		if (fscanf(f, "%d", &n) != 1)
+			n = -1;
+		pclose(f);
+	}
+	return n;
+}
+
+/*
+ * perf's failures, each said, its child reaped and no file left: perf
+ * missing, exiting non-zero, killed mid-output, a -k clock in its header
+ * (refused at once, perf script killed), a hostile line among samples
+ * (counted, the others kept), and the command giving up while perf runs.
+ */
+TEST(perf_errors)
+{
+	char dir[] = "/tmp/hgclock-perf-err-XXXXXX", tmp[] = "/tmp/hgclock-perf-tmp-XXXXXX";
+	char input[PATH_MAX + 16], err[600], body[1024];
+	const char *line = "    app 12 [001] 5.000000001: cpu-clock:  ffff81000000 f ([k])";
+	struct hg_perf p;
+	time_t t0;
+
+	ASSERT_NE(NULL, mkdtemp(dir));
+	ASSERT_NE(NULL, mkdtemp(tmp));
+
+	setenv("HGCLOCK_PERF", "/nonexistent/perf", 1);
+	snprintf(input, sizeof(input), "%s", data("perf-sample.data"));
+	EXPECT_EQ(-1, perf_convert(input, tmp, &p, err, sizeof(err)));
+	hg_perf_end(&p);
+	EXPECT_NE(NULL, strstr(err, "cannot run '/nonexistent/perf script'")) TH_LOG("%s", err);
+	EXPECT_TRUE(all_reaped());
+
+	fake_perf(dir, "echo 'no such file' >&2; exit 3", input, sizeof(input));
+	EXPECT_EQ(-1, perf_convert(input, tmp, &p, err, sizeof(err)));
+	hg_perf_end(&p);
+	EXPECT_NE(NULL, strstr(err, "failed (exit 3)")) TH_LOG("%s", err);
+	EXPECT_TRUE(all_reaped());
+
+	fake_perf(dir, "echo '# hostname : h'; echo '    app 12 [001] 5.000000001: cpu'; "
+		  "kill -9 $$", input, sizeof(input));
+	EXPECT_EQ(-1, perf_convert(input, tmp, &p, err, sizeof(err)));
+	hg_perf_end(&p);
+	EXPECT_NE(NULL, strstr(err, "killed by signal 9")) TH_LOG("%s", err);
+	EXPECT_TRUE(all_reaped());
+
+	/* Refused from the header, while perf would run for a minute more. */
+	fake_perf(dir, "echo '# hostname : h'; echo '# clockid: CLOCK_MONOTONIC (1)'; "
+		  "exec sleep 60", input, sizeof(input));
+	t0 = time(NULL);
+	EXPECT_EQ(-1, perf_convert(input, tmp, &p, err, sizeof(err)));
+	hg_perf_end(&p);
+	EXPECT_GT(10, time(NULL) - t0);
+	EXPECT_NE(NULL, strstr(err, "perf record -k (clock CLOCK_MONOTONIC (1))")) TH_LOG("%s", err);
+	EXPECT_TRUE(all_reaped());
+
+	/* Out of range (CPU 8192, a 20-digit tid, a 16-byte comm), cut short: counted, left out. */
+	snprintf(body, sizeof(body), "echo '# hostname : h'; echo '%s'; "
+		 "echo '    app 12 [8192] 5.000000002: cpu-clock:  1 f ([k])'; "
+		 "echo '    app 99999999999999999999 [1] 5.000000003: cpu-clock:  1 f ([k])'; "
+		 "echo 'sixteen-byte-com 12 [1] 5.000000004: cpu-clock:  1 f ([k])'; "
+		 "echo '%s'; printf '    app 12 [001] 5.00000'", line, line);
+	fake_perf(dir, body, input, sizeof(input));
+	ASSERT_EQ(0, perf_convert(input, tmp, &p, err, sizeof(err))) TH_LOG("%s", err);
+	EXPECT_EQ(2, p.st.nr_samples);
+	EXPECT_EQ(4, p.st.nr_bad);
+	EXPECT_NE(NULL, strstr(p.st.first_bad, "[8192]")) TH_LOG("%s", p.st.first_bad);
+	EXPECT_STREQ("h", p.st.host);
+	EXPECT_EQ(0, access(p.path, R_OK));
+	hg_perf_end(&p);
+	EXPECT_TRUE(all_reaped());
+
+	/* Given up while perf runs: killed and reaped at once. */
+	fake_perf(dir, "exec sleep 60", input, sizeof(input));
+	t0 = time(NULL);
+	hg_perf_init(&p);
+	EXPECT_EQ(0, hg_perf_start(&p, input, tmp));
+	hg_perf_end(&p);
+	EXPECT_GT(10, time(NULL) - t0);
+	EXPECT_TRUE(all_reaped());
+
+	/* The event files had no name: nothing in the temporary directory. */
+	EXPECT_EQ(0, dir_entries(tmp));
+	unsetenv("HGCLOCK_PERF");
+	rmdir(tmp);
+	unlink(input);
+	snprintf(input, sizeof(input), "%s/perf", dir);
+	unlink(input);
+	rmdir(dir);
 }
 
 static void check_report(struct __test_metadata *_metadata, const struct hgm_par *par,
@@ -1069,8 +1217,8 @@ TEST_F(rec, perf_text_merged)
 					{ .path = "samples.txt", .guest = -1, .app = true,
 					  .perf = true } };
 	struct hgm_par par = { .sync = &self->sync, .inputs = in, .nr_inputs = 2, .nr_threads = 1 };
-	char txt[] = "/tmp/hgclock-perf-txt-XXXXXX", conv[PATH_MAX], err[600], want[256];
-	struct hg_perf_stats st;
+	char txt[] = "/tmp/hgclock-perf-txt-XXXXXX", err[600], want[256];
+	struct hg_perf conv;
 	struct hgm_par_result res;
 	FILE *f, *tf = tmpfile(), *jf = tmpfile();
 	size_t tlen, jlen, found = 0;
@@ -1095,11 +1243,12 @@ TEST_F(rec, perf_text_merged)
 			(unsigned long long)(perf % 1000000000ULL), i, i);
 	}
 	ASSERT_EQ(0, fclose(f));
-	ASSERT_EQ(0, hg_perf_to_events(txt, "/tmp", conv, sizeof(conv), &st, err, sizeof(err)))
-		TH_LOG("%s", err);
-	EXPECT_FALSE(st.decoded);
-	EXPECT_EQ(nh, st.nr_samples);
-	in[1].open_path = conv;
+	hg_perf_init(&conv);
+	hg_perf_start(&conv, txt, "/tmp");
+	ASSERT_EQ(0, hg_perf_finish(&conv, err, sizeof(err))) TH_LOG("%s", err);
+	EXPECT_FALSE(conv.st.decoded);
+	EXPECT_EQ(nh, conv.st.nr_samples);
+	in[1].open_path = conv.path;
 	ASSERT_TRUE(tf && jf);
 	par.text = tf;
 	par.json = jf;
@@ -1126,7 +1275,7 @@ TEST_F(rec, perf_text_merged)
 	free(json);
 	fclose(tf);
 	fclose(jf);
-	unlink(conv);
+	hg_perf_end(&conv);
 	unlink(txt);
 	(void)err;
 }

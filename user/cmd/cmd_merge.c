@@ -336,54 +336,67 @@ out:
 }
 
 /*
- * The perf inputs, decoded into application event files in $TMPDIR
- * (perf_in.c), whose paths go to @tmp (one per input, "" for others;
- * the caller unlinks them).  A perf.data's host name is checked as a
- * trace's uname is; a guest's perf.data decoded here has the symbols of
- * this machine, which is said.  HGCLOCK_EXIT_OK, or an exit status (said).
+ * Starts decoding the perf inputs (perf_in.c) into @perf (one per input,
+ * inited for the others), before the correlation file is loaded, so that
+ * perf script runs while it is.  A start that fails is said by
+ * convert_perf(), after what is checked before it.
  */
-static int convert_perf(struct hgm_input_spec *in, int n, char (*tmp)[PATH_MAX],
-			const char *corr_host, bool force, bool quiet)
+static void start_perf(struct hgm_input_spec *in, int n, struct hg_perf *perf)
 {
 	const char *tmpdir = getenv("TMPDIR");
 
 	if (!tmpdir || !*tmpdir)
 		tmpdir = "/tmp";
 	for (int i = 0; i < n; i++) {
-		struct hg_perf_stats st;
+		hg_perf_init(&perf[i]);
+		if (in[i].perf)
+			hg_perf_start(&perf[i], in[i].path, tmpdir);
+	}
+}
+
+/*
+ * The perf inputs' application event files, as start_perf() began them:
+ * their paths go to the inputs (open while @perf holds them; the caller
+ * ends them after the merge).  A perf.data's host name is checked as a
+ * trace's uname is; a guest's perf.data decoded here has the symbols of
+ * this machine, which is said.  HGCLOCK_EXIT_OK, or an exit status (said).
+ */
+static int convert_perf(struct hgm_input_spec *in, int n, struct hg_perf *perf,
+			const char *corr_host, bool force, bool quiet)
+{
+	for (int i = 0; i < n; i++) {
+		const struct hg_perf_stats *st = &perf[i].st;
 		char err[600];
 
-		tmp[i][0] = '\0';
 		if (!in[i].perf)
 			continue;
-		if (hg_perf_to_events(in[i].path, tmpdir, tmp[i], PATH_MAX, &st, err, sizeof(err))) {
-			tmp[i][0] = '\0';
+		if (hg_perf_finish(&perf[i], err, sizeof(err))) {
 			hg_err("%s", err);
 			return HGCLOCK_EXIT_BAD_INPUT;
 		}
-		in[i].open_path = tmp[i];
-		if (st.host[0] && corr_host[0] &&
-		    (in[i].guest < 0) != !strcmp(st.host, corr_host)) {
+		in[i].open_path = perf[i].path;
+		if (st->host[0] && corr_host[0] &&
+		    (in[i].guest < 0) != !strcmp(st->host, corr_host)) {
 			if (in[i].guest < 0)
 				hg_err("%s%s: perf recorded it on '%s', but the correlation file's host "
-				       "is '%s'%s", force ? "warning: " : "", in[i].path, st.host,
+				       "is '%s'%s", force ? "warning: " : "", in[i].path, st->host,
 				       corr_host, force ? "" : " (--force merges anyway)");
 			else
 				hg_err("%s%s: perf recorded it on the correlation file's host '%s', "
 				       "not in guest %d%s", force ? "warning: " : "", in[i].path,
-				       st.host, in[i].guest, force ? "" : " (--force merges anyway)");
+				       st->host, in[i].guest, force ? "" : " (--force merges anyway)");
 			if (!force)
 				return HGCLOCK_EXIT_BAD_INPUT;
 		}
-		if (in[i].guest >= 0 && st.decoded && !quiet)
+		if (in[i].guest >= 0 && st->decoded && !quiet)
 			hg_err("%s: a guest's perf.data decoded on this machine: its symbols are this "
 			       "machine's, not the guest's (run perf script -F comm,tid,cpu,time,event,"
 			       "ip,sym,dso --ns in the guest and give its output instead)", in[i].path);
-		if (st.nr_bad || st.nr_unordered)
+		if (st->nr_bad || st->nr_unordered)
 			hg_err("warning: %s: %" PRIu64 " lines not perf samples (first: %s), %" PRIu64
 			       " samples earlier than their CPU's previous one: left out", in[i].path,
-			       st.nr_bad, st.nr_bad ? st.first_bad : "-", st.nr_unordered);
-		if (!st.nr_samples && !quiet)
+			       st->nr_bad, st->nr_bad ? st->first_bad : "-", st->nr_unordered);
+		if (!st->nr_samples && !quiet)
 			hg_err("%s: no samples", in[i].path);
 	}
 	return HGCLOCK_EXIT_OK;
@@ -434,7 +447,7 @@ int cmd_merge(int argc, char **argv)
 	const char *guest_specs[HGSYNC_MAX_GUESTS];
 	struct hgm_input_spec app_specs[HGM_MAX_APPS];
 	int nr_app_specs = 0;
-	char (*perf_tmp)[PATH_MAX] = NULL;
+	struct hg_perf *perf = NULL;
 	struct hgm_par par = { 0 };
 	struct hgm_par_result res;
 	struct hgsync s;
@@ -677,6 +690,19 @@ int cmd_merge(int argc, char **argv)
 		if (ret)
 			goto out_args;
 	}
+	/*
+	 * perf script, the longest part of a merge with perf samples, runs
+	 * while the correlation file is loaded and the traces checked.
+	 */
+	if (nr_app_specs) {
+		perf = calloc((size_t)par.nr_inputs, sizeof(*perf));
+		if (!perf) {
+			hg_err("out of memory");
+			ret = HGCLOCK_EXIT_FAILURE;
+			goto out_args;
+		}
+		start_perf(inputs, par.nr_inputs, perf);
+	}
 	/* The correlation file first: its errors are the cheapest to find. */
 	ret = hg_load_sync(corr, recompute ? HGSYNC_IGNORE_SEGMENTS : 0, &s, &buf, &len);
 	if (ret)
@@ -688,14 +714,8 @@ int cmd_merge(int argc, char **argv)
 	if (nr_app_specs) {
 		char host[256];
 
-		perf_tmp = calloc(HGM_MAX_INPUTS, sizeof(*perf_tmp));
-		if (!perf_tmp) {
-			hg_err("out of memory");
-			ret = HGCLOCK_EXIT_FAILURE;
-			goto out;
-		}
 		corr_host_name(buf, len, host, sizeof(host));
-		ret = convert_perf(inputs, par.nr_inputs, perf_tmp, host, force, quiet);
+		ret = convert_perf(inputs, par.nr_inputs, perf, host, force, quiet);
 		if (ret)
 			goto out;
 	}
@@ -853,11 +873,11 @@ out:
 		hg_output_abort(&jo);
 	hgsync_free(&s);
 	hg_unmap_file(buf, len);
-	for (int i = 0; perf_tmp && i < par.nr_inputs; i++)
-		if (perf_tmp[i][0])
-			unlink(perf_tmp[i]);
-	free(perf_tmp);
 out_args:
+	/* After the last reader of their files; a perf script still running is killed, reaped. */
+	for (int i = 0; perf && i < par.nr_inputs; i++)
+		hg_perf_end(&perf[i]);
+	free(perf);
 	free(outs);
 	free(dat_names);
 	free(dres);
