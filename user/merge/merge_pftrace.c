@@ -90,11 +90,21 @@ static uint32_t machine_index(int guest)
 	return (uint32_t)(guest + 1);
 }
 
-/* Frames and writes @p as a packet of machine @guest (-1: the host). */
+/*
+ * The most bytes a packet's frame takes: the field's tag and its length,
+ * a varint of up to 10 bytes.
+ */
+#define PF_HEAD_MAX	(1 + 10)
+
+/*
+ * Frames and writes @p as a packet of machine @guest (-1: the host).
+ * The packet is packed after room for its frame, which is then put
+ * right before it: one fwrite() a packet (a packet per event).
+ */
 static int put_packet(struct pf *pf, pf_packet *p, int guest)
 {
 	uint32_t mi = machine_index(guest);
-	uint8_t head[1 + 10];
+	uint8_t head[PF_HEAD_MAX], *start;
 	size_t n, len, hlen = 0;
 
 	p->has_trusted_packet_sequence_id = true;
@@ -109,8 +119,8 @@ static int put_packet(struct pf *pf, pf_packet *p, int guest)
 		p->machine_id = (uint32_t)guest + 1;
 	}
 	len = perfetto__protos__trace_packet__get_packed_size(p);
-	if (len > pf->cap) {
-		size_t cap = len < 4096 ? 4096 : 2 * len;
+	if (PF_HEAD_MAX + len > pf->cap) {
+		size_t cap = PF_HEAD_MAX + len < 4096 ? 4096 : 2 * (PF_HEAD_MAX + len);
 		uint8_t *b = realloc(pf->buf, cap);
 
 		if (!b) {
@@ -120,15 +130,16 @@ static int put_packet(struct pf *pf, pf_packet *p, int guest)
 		pf->buf = b;
 		pf->cap = cap;
 	}
-	n = perfetto__protos__trace_packet__pack(p, pf->buf);
+	n = perfetto__protos__trace_packet__pack(p, pf->buf + PF_HEAD_MAX);
 	head[hlen++] = PF_TRACE_PACKET_TAG;
 	for (uint64_t v = n; ; v >>= 7) {
 		head[hlen++] = (uint8_t)((v & 0x7f) | (v >= 0x80 ? 0x80 : 0));
 		if (v < 0x80)
 			break;
 	}
-	if (n != len || fwrite(head, 1, hlen, pf->out) != hlen ||
-	    fwrite(pf->buf, 1, n, pf->out) != n) {
+	start = pf->buf + PF_HEAD_MAX - hlen;
+	memcpy(start, head, hlen);
+	if (n != len || fwrite(start, 1, hlen + n, pf->out) != hlen + n) {
 		pf->failed_errno = n != len ? EINVAL : errno ? errno : EIO;
 		return -1;
 	}
