@@ -122,16 +122,18 @@ bench_pair() {	# PREFIX DIR CORR HOST GUEST
 }
 
 # merge --dat and --perfetto (each one thread: their writers run on the
-# calling thread) and --json alone against trace-cmd report, and each
-# output's bytes per million events.
+# calling thread) and --json alone (the default threads, and one) against
+# trace-cmd report, and each output's bytes per million events.
 bench_dat() {	# PREFIX DIR CORR HOST GUEST
-	local p=$1 d=$2 tmp hd hp hj ratio events txt dat pf js
+	local p=$1 d=$2 tmp hd hp hj hj1 ratio events txt dat pf js
 	tmp=$(mktemp -d)
 	hd=$(measure "$tool" merge -q --no-progress --no-text --dat "$tmp/out.dat" \
 		"$d/$3" "$d/$4" "$d/$5") || { rm -rf "$tmp"; return 1; }
 	hp=$(measure "$tool" merge -q --no-progress --no-text --perfetto "$tmp/out.pftrace" \
 		"$d/$3" "$d/$4" "$d/$5") || { rm -rf "$tmp"; return 1; }
 	hj=$(measure "$tool" merge -q --no-progress --no-text --json "$tmp/out.json" \
+		"$d/$3" "$d/$4" "$d/$5") || { rm -rf "$tmp"; return 1; }
+	hj1=$(measure "$tool" merge -q --no-progress --no-text --threads 1 --json "$tmp/out.json" \
 		"$d/$3" "$d/$4" "$d/$5") || { rm -rf "$tmp"; return 1; }
 	"$tool" merge -q --no-progress -o "$tmp/out.txt" "$d/$3" "$d/$4" "$d/$5" ||
 		{ rm -rf "$tmp"; return 1; }
@@ -140,7 +142,7 @@ bench_dat() {	# PREFIX DIR CORR HOST GUEST
 	dat=$(cat "$tmp"/out*.dat | wc -c)
 	pf=$(stat -c %s "$tmp/out.pftrace")
 	js=$(stat -c %s "$tmp/out.json")
-	for f in "dat $hd" "perfetto $hp" "json $hj"; do
+	for f in "dat $hd" "perfetto $hp" "json $hj" "json_1thread $hj1"; do
 		set -- $f
 		ratio=$(awk -v a="$2" -v b="${tc% *}" 'BEGIN { printf "%.3f", a / b }')
 		echo "BENCH $p.hgclock_merge_$1_s $2 s"
