@@ -9,6 +9,10 @@
 #
 #   tools/bench/perf.sh [SECONDS]
 #
+# BUILD names the build directory (default build), HGCLOCK_TOOL the
+# hgclock binary timed (default $BUILD/user/hgclock: another, e.g. an
+# older one kept aside, to compare on the same perf.data and machine).
+#
 # "BENCH perf.<name> <value> <unit>" lines (make bench); the median of 5
 # runs of each, interleaved.
 set -u -o pipefail
@@ -16,6 +20,7 @@ top=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$top"
 build=${BUILD:-build}
 secs=${1:-5}
+tool=${HGCLOCK_TOOL:-$build/user/hgclock}
 
 command -v perf >/dev/null || { echo "perf.sh: no perf (tools/deps.sh installs linux-perf): skipped" >&2; exit 0; }
 make -s BUILD="$build" user "$build/unit/data/merge.hgc" || exit 1
@@ -30,7 +35,7 @@ ms() { local t0 t1; t0=$(date +%s%N); "$@" >/dev/null 2>&1 || return 1; t1=$(dat
 ps=() hm=()
 for i in 1 2 3 4 5; do
 	ps+=("$(ms perf script -i "$tmp/perf.data" -F comm,tid,cpu,time,event,ip,sym,dso --ns)") || exit 1
-	hm+=("$(ms "$build/user/hgclock" merge "$build/unit/data/merge.hgc" --perf "$tmp/perf.data" \
+	hm+=("$(ms "$tool" merge "$build/unit/data/merge.hgc" --perf "$tmp/perf.data" \
 		--force -q -o "$tmp/out.txt")") || { echo "perf.sh: hgclock merge failed" >&2; exit 1; }
 done
 med() { printf '%s\n' "$@" | sort -n | sed -n 3p; }
