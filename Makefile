@@ -118,7 +118,7 @@ UNIT_TESTS := $(BUILD)/unit/test_json $(BUILD)/unit/test_lib $(BUILD)/unit/test_
 	$(BUILD)/unit/test_identity $(BUILD)/unit/test_vmfind $(BUILD)/unit/test_markpair \
 	$(BUILD)/unit/test_manyguests $(BUILD)/unit/test_libso $(BUILD)/unit/test_kernelshark \
 	$(BUILD)/unit/test_disrupt $(BUILD)/unit/test_uclock
-UNIT_TESTS += $(BUILD)/unit/test_analyze
+UNIT_TESTS += $(BUILD)/unit/test_analyze $(BUILD)/unit/test_hostsink
 # Application events: many threads, per-CPU buffers, flush and errors (library.rst)
 UNIT_TESTS += $(BUILD)/unit/test_events
 BENCHES := $(BUILD)/bench/bench_read_clock $(BUILD)/bench/bench_ring \
@@ -240,6 +240,13 @@ $(BUILD)/unit/test_lib: selftests/unit/test_lib.c user/common/vcpu_lines.c user/
 $(BUILD)/unit/test_sync: selftests/unit/test_sync.c selftests/unit/gen.h $(LIB) $(KSFT_HDR)
 	@mkdir -p $(dir $@)
 	$(CC) $(SELFTEST_CFLAGS) -o $@ selftests/unit/test_sync.c $(LIB) $(ZSTD_LIBS) -lm
+
+# The recorder's host records held into fewer sections (file-format.rst)
+$(BUILD)/unit/test_hostsink: selftests/unit/test_hostsink.c user/record/writer.c user/common/util.c \
+		user/record/record.h $(LIB) $(KSFT_HDR)
+	@mkdir -p $(dir $@)
+	$(CC) $(SELFTEST_CFLAGS) -o $@ selftests/unit/test_hostsink.c user/record/writer.c \
+		user/common/util.c $(LIB) $(ZSTD_LIBS) -lm
 
 # Migration and restore: DISRUPTION sections, incarnations (sync.rst)
 $(BUILD)/unit/test_disrupt: selftests/unit/test_disrupt.c selftests/unit/gen.h $(LIB) $(KSFT_HDR)

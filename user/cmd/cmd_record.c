@@ -366,7 +366,8 @@ int cmd_record(int argc, char **argv)
 	}
 	out_name = out;
 	b.buf = malloc(b.max);
-	if (!b.buf) {
+	sink.hold = malloc(HG_HOST_HOLD_BYTES);
+	if (!b.buf || !sink.hold) {
 		ret = HGCLOCK_EXIT_FAILURE;
 		goto out_map;
 	}
@@ -481,8 +482,13 @@ int cmd_record(int argc, char **argv)
 			last = stop || (duration_s && now_s() - start >= duration_s) ||
 			       (require_all && nr_lost);
 
-		/* Everything read is written before the next read. */
+		/*
+		 * Everything read is copied out before the next read, and
+		 * written within HG_HOST_HOLD_S (at once on the last pass).
+		 */
 		ret = hg_drain_batched(&map, &b, write_host_batch, &sink);
+		if (!ret)
+			ret = host_sink_flush(&sink, last);
 		for (g = 0; g < nr_guests && !ret; g++)
 			ret = flush_probes(&guests[g], &w);
 		if (ret)
@@ -736,6 +742,7 @@ out_map:
 	free(pfd);
 	free(gbuf);
 	free(b.buf);
+	free(sink.hold);
 	hgclock_map_close(&map);
 	close(fd);
 	return ret;

@@ -206,9 +206,22 @@ static inline void __attribute__((format(printf, 2, 3))) set_why(struct guest *g
 /* Sections of host records are at most this long (a ring may be 64 MiB). */
 #define HG_SECTION_MAX	(4u << 20)
 
+/*
+ * Host records are held back and written as one section when this many
+ * bytes are pending, or when the oldest pending batch is this old, or at
+ * the end: with vCPU stops coalesced (Documentation/tracking.rst) an idle
+ * host has a few records per drain, and a section of its own for each
+ * made the sections' overhead (header, zstd frame) most of the file.
+ */
+#define HG_HOST_HOLD_BYTES	(64u << 10)
+#define HG_HOST_HOLD_S		1.0
+
 struct host_sink {
 	struct hgcor_writer *w;
 	uint64_t total, lost;
+	uint8_t *hold;		/* HG_HOST_HOLD_BYTES: batches not written yet */
+	size_t hold_len;
+	double hold_since_s;	/* now_s() of the oldest held batch */
 };
 
 /*
@@ -243,6 +256,7 @@ int put_section(struct hgcor_writer *w, uint32_t type, uint32_t flags,
 int write_segments(struct hgcor_writer *w, const char *path);
 int write_tracked(struct hgcor_writer *w, int fd, const struct host_clock *hc);
 int write_host_batch(const struct hg_batch *b, void *ctx);
+int host_sink_flush(struct host_sink *sink, bool force);
 
 /* guests.c: --guest and --all-guests */
 int32_t vm_by_cid(struct guest *g, char *why, size_t size);

@@ -169,13 +169,49 @@ int write_tracked(struct hgcor_writer *w, int fd, const struct host_clock *hc)
 	return ret;
 }
 
+/*
+ * Writes the held host records as one section when @force, when
+ * HG_HOST_HOLD_BYTES are held or when the oldest is HG_HOST_HOLD_S old.
+ * The records stay whole and in the order they were drained.
+ */
+int host_sink_flush(struct host_sink *sink, bool force)
+{
+	int ret;
+
+	if (!sink->hold_len)
+		return 0;
+	if (!force && sink->hold_len < HG_HOST_HOLD_BYTES &&
+	    now_s() - sink->hold_since_s < HG_HOST_HOLD_S)
+		return 0;
+	ret = put_section(sink->w, HGCOR_SEC_HOST_RECORDS, 0, sink->hold, sink->hold_len);
+	sink->hold_len = 0;
+	return ret;
+}
+
+/*
+ * A drained batch: held while it fits with the others (host_sink_flush()
+ * writes them), a batch larger than the hold written at once, after the
+ * held ones.  Without a hold buffer, every batch is a section.
+ */
 int write_host_batch(const struct hg_batch *b, void *ctx)
 {
 	struct host_sink *sink = ctx;
-	int ret = put_section(sink->w, HGCOR_SEC_HOST_RECORDS, 0, b->buf, b->len);
+	int ret = 0;
 
+	if (sink->hold && sink->hold_len + b->len > HG_HOST_HOLD_BYTES)
+		ret = host_sink_flush(sink, true);
 	if (ret)
 		return ret;
+	if (sink->hold && b->len <= HG_HOST_HOLD_BYTES) {
+		if (!sink->hold_len)
+			sink->hold_since_s = now_s();
+		memcpy(sink->hold + sink->hold_len, b->buf, b->len);
+		sink->hold_len += b->len;
+	} else {
+		ret = put_section(sink->w, HGCOR_SEC_HOST_RECORDS, 0, b->buf, b->len);
+		if (ret)
+			return ret;
+	}
 	sink->total += b->nr;
 	sink->lost += b->lost;
 	return 0;
