@@ -490,7 +490,7 @@ int cmd_record(int argc, char **argv)
 		if (!ret)
 			ret = host_sink_flush(&sink, last);
 		for (g = 0; g < nr_guests && !ret; g++)
-			ret = flush_probes(&guests[g], &w);
+			ret = flush_probes_due(&guests[g], &w, last);
 		if (ret)
 			break;
 		if (tty && (now_s() - last_status >= 1 || last)) {

@@ -61,6 +61,27 @@ int flush_probes(struct guest *g, struct hgcor_writer *w)
 			    copy, n * sizeof(copy[0]));
 }
 
+/*
+ * The main loop's flush: the probes gathered are written when @force,
+ * while a disruption waits for the first probe after it, when the buffer
+ * is half full, or HG_HOST_HOLD_S after the last write; in between they
+ * wait in the buffer (a section for each pass of the loop made PROBES
+ * sections of a few probes, mostly header).
+ */
+int flush_probes_due(struct guest *g, struct hgcor_writer *w, bool force)
+{
+	size_t n;
+
+	pthread_mutex_lock(&g->lock);
+	n = g->np;
+	pthread_mutex_unlock(&g->lock);
+	if (!force && !g->disr_pending && n < HG_PROBE_BUF / 2 &&
+	    now_s() - g->probes_written_s < HG_HOST_HOLD_S)
+		return 0;
+	g->probes_written_s = now_s();
+	return flush_probes(g, w);
+}
+
 /* Keeps one probe; false when the buffer is full (counted, dropped). */
 static bool keep_probe(struct guest *g, const struct hgcor_probe *p)
 {

@@ -101,6 +101,7 @@ struct guest {
 	uint64_t best_rtt_ns;		/* tightest round trip so far */
 	struct hgcor_probe pbuf[HG_PROBE_BUF];
 	size_t np;
+	double probes_written_s;	/* now_s() of the main loop's last flush_probes() */
 	uint64_t probes_dropped;	/* buffer full: the main loop fell behind */
 	uint64_t probe_timeouts;	/* replies later than the receive timeout */
 	/*
@@ -265,6 +266,7 @@ int add_all_guests(struct guest **guests, unsigned int *nr_guests);
 
 /* probe.c: the probe channel */
 int flush_probes(struct guest *g, struct hgcor_writer *w);
+int flush_probes_due(struct guest *g, struct hgcor_writer *w, bool force);
 int open_probe_channel(struct guest *g, uint8_t *buf);
 void close_probe_channel(struct guest *g);
 int send_probe(struct guest *g, const struct host_clock *hc);
