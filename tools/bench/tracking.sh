@@ -15,6 +15,13 @@
 #     trip), untracked, tracked with 1, 16 and max_sessions sessions
 #     mapped as consumers, and tracked with 300 more tracked threads.
 #
+# The ping-pong's tracked threads stop and run again on one CPU, which
+# the module coalesces by default (coalesce_stop_us, Documentation/
+# tracking.rst): no record is written.  The "_every_switch" states and
+# cases set coalesce_stop_us=0, so that every switch writes a STOP and a
+# RUN into every session: the worst case, what a vCPU moving between
+# CPUs at every switch would cost.
+#
 #   tools/bench/tracking.sh BUILD_DIR KO SERIES
 #
 # HGCLOCK_BENCH_PP_ROUNDS (default 9) rounds of HGCLOCK_BENCH_PP_TRIPS
@@ -27,6 +34,7 @@ trips=${HGCLOCK_BENCH_PP_TRIPS:-5000}
 probe_trips=$((trips / 4))
 stats_file=/sys/kernel/debug/hgclock/probe_stats
 stats_param=/sys/module/hgclock/parameters/probe_stats
+coalesce_param=/sys/module/hgclock/parameters/coalesce_stop_us
 # many: 300 more tracked threads (asleep), more than the old table's
 # 256: a tracked thread's lookup is one hash bucket, whatever the count.
 nr_many=300
@@ -42,6 +50,25 @@ probe_run() {
 	res=$(HGCLOCK_PROBE_STATS=$stats_file "$pp" $probe_trips "$@") || return 1
 	echo 0 >"$stats_param"
 	echo "$res" | awk 'NR == 1 {rt = $1} $1 == "probe" {print rt, $2, $3}' >>"$out/probe_$name"
+}
+
+# Runs "$@" with coalesce_stop_us=0 (every switch recorded), then puts
+# the value back; nothing without the parameter (a module before ABI 1.4).
+every_switch() {
+	local old rc
+	[ -w "$coalesce_param" ] || return 0
+	old=$(cat "$coalesce_param") || return 1
+	echo 0 >"$coalesce_param" || return 1
+	"$@"
+	rc=$?
+	echo "$old" >"$coalesce_param"
+	return $rc
+}
+
+pp_to() {
+	local file=$1
+	shift
+	"$pp" "$@" >>"$out/$file"
 }
 
 max_sessions=
@@ -61,12 +88,15 @@ for r in $(seq "$nr_rounds"); do
 	"$pp" $trips >>"$out/loaded_untracked" || exit 1
 	"$pp" $trips track >>"$out/loaded_tracked" || exit 1
 	"$pp" $trips track $nr_many >>"$out/loaded_tracked_many" || exit 1
+	every_switch pp_to loaded_tracked_every_switch $trips track || exit 1
 	if [ -n "$stats_param" ]; then
 		probe_run untracked || exit 1
 		probe_run sessions_1 track 0 1 || exit 1
 		probe_run sessions_16 track 0 16 || exit 1
 		probe_run sessions_max track 0 "$max_sessions" || exit 1
 		probe_run sessions_16_${nr_many}_more track $nr_many 16 || exit 1
+		every_switch probe_run sessions_16_every_switch track 0 16 || exit 1
+		every_switch probe_run sessions_max_every_switch track 0 "$max_sessions" || exit 1
 	fi
 done
 # Ring memory with the defaults on this VM, and the same for 256 CPUs.
@@ -115,6 +145,8 @@ def with_ci(name, v, unit, fmt="%.3f"):
 base = [r[0] for r in read("not_loaded")]
 states = [("loaded_untracked", "untracked"), ("loaded_tracked", "tracked"),
           ("loaded_tracked_many", f"tracked_{nr_many}_more")]
+if os.path.exists(os.path.join(out, "loaded_tracked_every_switch")):
+    states.append(("loaded_tracked_every_switch", "tracked_every_switch"))
 c, k, n = with_ci("pingpong_not_loaded", base, "ns", "%.1f")
 print(f"# confidence intervals: order statistics {k} and {n + 1 - k} of {n} rounds, "
       f"coverage {100 * c:.1f}% of the median")
@@ -129,7 +161,10 @@ for f, label in states:
 if os.path.exists(os.path.join(out, "probe_untracked")):
     floor = None
     for name in ["untracked", "sessions_1", "sessions_16", "sessions_max",
-                 f"sessions_16_{nr_many}_more"]:
+                 f"sessions_16_{nr_many}_more", "sessions_16_every_switch",
+                 "sessions_max_every_switch"]:
+        if not os.path.exists(os.path.join(out, "probe_" + name)):
+            continue
         rows = read("probe_" + name)
         label = name.replace("sessions_max", f"sessions_max_{max_sessions}")
         per_call = [ns / calls for rt, calls, ns in rows]
