@@ -97,11 +97,15 @@ MODULE_PARM_DESC(max_tracked,
  * record (hgclock_rec_vcpu.nr_coalesced), not recorded.  0 records every
  * switch.  Root may change it at any time; a stop already pending when
  * it becomes 0 is written at the thread's next run.
+ *
+ * Off by default for now: a coalesced run of one vCPU on a CPU may span
+ * runs of another tracked thread there, and timelines that draw runs per
+ * host CPU (merge's Perfetto tracks) need runs that do not overlap.
  */
-static unsigned int coalesce_stop_us = 100000;
+static unsigned int coalesce_stop_us;
 module_param(coalesce_stop_us, uint, 0644);
 MODULE_PARM_DESC(coalesce_stop_us,
-		 "a tracked thread that stops and runs again on the same CPU within this many us is counted, not recorded; 0 records every switch (default 100000)");
+		 "a tracked thread that stops and runs again on the same CPU within this many us is counted, not recorded; 0 records every switch (default 0)");
 
 enum hg_slot_state {
 	HG_SLOT_FREE = 0,

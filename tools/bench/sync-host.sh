@@ -6,7 +6,9 @@
 tool=$HGCLOCK_TOOL
 out=$(dirname "$HGCLOCK_GUEST_CONSOLE")
 secs=${HGCLOCK_BENCH_SECONDS:-10}
-insmod "$HGCLOCK_KO" || return 1
+# HGCLOCK_BENCH_COALESCE_US: the module's coalesce_stop_us (default: its own).
+insmod "$HGCLOCK_KO" ${HGCLOCK_BENCH_COALESCE_US:+coalesce_stop_us=$HGCLOCK_BENCH_COALESCE_US} ||
+	return 1
 tracefs=/sys/kernel/tracing
 # The events trace-cmd and the truth will enable, enabled once before the
 # guest starts (text patching under multi-threaded TCG, nested-lib.sh).

@@ -14,6 +14,7 @@
 #   HGCLOCK_BENCH_CLOCKS    trace-cmd's clocks (default "local x86-tsc")
 #   HGCLOCK_BENCH_PROBE_BURST  hgclock record --probe-burst (default: its own)
 #   HGCLOCK_BENCH_ATTEMPTS  attempts per scenario (default 3)
+#   HGCLOCK_BENCH_COALESCE_US  the module's coalesce_stop_us (default: its own, 0)
 #
 # Each failed attempt is classified (tools/bench/attempts.sh): a report of
 # ours fails the scenario and is not retried, the emulator's faults, hangs
@@ -56,7 +57,8 @@ for scenario in ${HGCLOCK_SYNC_SCENARIOS:-steady moving}; do
 			--log-dir "$vmlogs" \
 			--env HGCLOCK_BENCH_SECONDS="${HGCLOCK_BENCH_SECONDS:-10}" \
 			--env HGCLOCK_BENCH_CLOCKS="${HGCLOCK_BENCH_CLOCKS:-local x86-tsc}" \
-			--env HGCLOCK_BENCH_PROBE_BURST="${HGCLOCK_BENCH_PROBE_BURST:-}" -- \
+			--env HGCLOCK_BENCH_PROBE_BURST="${HGCLOCK_BENCH_PROBE_BURST:-}" \
+			--env HGCLOCK_BENCH_COALESCE_US="${HGCLOCK_BENCH_COALESCE_US:-}" -- \
 			tools/bench/sync-host.sh tools/bench/sync-guest.sh >"$log" 2>&1
 		rc=$?
 		[ $rc -eq 0 ] && { ok=1; break; }
