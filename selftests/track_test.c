@@ -205,7 +205,7 @@ static int chain_breaks(const struct collect *c)
 /*
  * Moving a tracked thread yields exactly our moves, in order, and a
  * chain of RUN, STOP and MIGRATE records that says where it ran, with
- * the module's default coalescing (a move is never coalesced).
+ * coalescing at 100 ms (a move is never coalesced).
  */
 TEST_F(track, migrations_match_moves)
 {

@@ -16,8 +16,9 @@
 #     mapped as consumers, and tracked with 300 more tracked threads.
 #
 # The ping-pong's tracked threads stop and run again on one CPU, which
-# the module coalesces by default (coalesce_stop_us, Documentation/
-# tracking.rst): no record is written.  The "_every_switch" states and
+# the module coalesces when coalesce_stop_us > 0 (off by default for now,
+# Documentation/tracking.rst): then no record is written.  The
+# "_every_switch" states and
 # cases set coalesce_stop_us=0, so that every switch writes a STOP and a
 # RUN into every session: the worst case, what a vCPU moving between
 # CPUs at every switch would cost.
