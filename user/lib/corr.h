@@ -245,6 +245,8 @@ struct hgcor_segment {
 };
 
 uint32_t hgcor_crc32(uint32_t crc, const void *buf, size_t len);
+/* The same CRC one byte a step: the reference for tests and benchmarks. */
+uint32_t hgcor_crc32_bytewise(uint32_t crc, const void *buf, size_t len);
 
 /* ---- writing ---- */
 
