@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "appev.h"
 
@@ -81,6 +82,23 @@ static void put_str(unsigned char *p, size_t size, const char *s)
 	memset(p, 0, size);
 	if (n)
 		memcpy(p, s, n);
+}
+
+int hgev_write_all(int fd, const void *buf, size_t len)
+{
+	const unsigned char *p = buf;
+
+	while (len) {
+		ssize_t w = write(fd, p, len);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return w < 0 ? -errno : -EIO;
+		p += w;
+		len -= (size_t)w;
+	}
+	return 0;
 }
 
 void hgev_encode_header(unsigned char *buf, uint32_t clock, uint32_t pid, const char *comm,

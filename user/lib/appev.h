@@ -82,6 +82,13 @@ struct hgev_rec {
 /* The name of an HGEV_CLOCK_* in hgclock's words ("perf", "local"), or NULL. */
 const char *hgev_clock_name(uint32_t clock);
 
+/*
+ * Writes all @len bytes of @buf to @fd, through short writes and signals:
+ * 0, or -errno (-EIO for a write of 0 bytes).  The one write loop of the
+ * event files' writers (the library's, merge's conversion of perf).
+ */
+int hgev_write_all(int fd, const void *buf, size_t len);
+
 /* Encodes the header into @buf (HGEV_HEADER_SIZE bytes). */
 void hgev_encode_header(unsigned char *buf, uint32_t clock, uint32_t pid, const char *comm,
 			const char *nodename);

@@ -130,22 +130,6 @@ static uint32_t current_tid(void)
 	return cached_tid;
 }
 
-/* Writes it all, through short writes and signals.  0 or -errno. */
-static int write_all(int fd, const unsigned char *p, size_t n)
-{
-	while (n) {
-		ssize_t w = write(fd, p, n);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return w < 0 ? -errno : -EIO;
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 static int events_error(struct hgclock_events *evs)
 {
 	return __atomic_load_n(&evs->error, __ATOMIC_RELAXED);
@@ -160,7 +144,7 @@ static int flush_cpu_locked(struct hgclock_events *evs, struct hgev_cpu_buf *b)
 	if (evs->error)
 		ret = -EIO;
 	else if (b->len)
-		ret = write_all(evs->fd, b->buf, b->len);
+		ret = hgev_write_all(evs->fd, b->buf, b->len);
 	if (ret && !evs->error)
 		__atomic_store_n(&evs->error, -ret, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&evs->file_lock);
@@ -255,7 +239,7 @@ HGCLOCK_EXPORT struct hgclock_events *hgclock_events_open(struct hgclock_clock *
 	if (uname(&u))
 		u.nodename[0] = '\0';
 	hgev_encode_header(header, evs->clock, (uint32_t)getpid(), comm, u.nodename);
-	ret = write_all(evs->fd, header, sizeof(header));
+	ret = hgev_write_all(evs->fd, header, sizeof(header));
 	if (ret) {
 		close(evs->fd);
 		free(evs);

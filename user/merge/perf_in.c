@@ -202,42 +202,33 @@ struct conv {
 	size_t err_len;
 };
 
-static int write_all(int fd, const unsigned char *b, size_t n)
-{
-	while (n) {
-		ssize_t w = write(fd, b, n);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return -1;
-		b += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 /*
  * Writes what is gathered.  The file's header goes first, once: it holds
  * the host name, which perf's header gives before any sample.
  */
 static int flush(struct conv *c)
 {
+	int ret = 0;
+
 	if (!c->header_done) {
 		unsigned char hdr[HGEV_HEADER_SIZE];
 
 		hgev_encode_header(hdr, HGEV_CLOCK_PERF, 0, "perf", c->p->st.host);
-		if (write_all(c->p->ev_fd, hdr, sizeof(hdr)))
+		ret = hgev_write_all(c->p->ev_fd, hdr, sizeof(hdr));
+		if (ret)
 			goto fail;
 		c->header_done = true;
 	}
-	if (c->out_len && write_all(c->p->ev_fd, c->out, c->out_len))
-		goto fail;
+	if (c->out_len) {
+		ret = hgev_write_all(c->p->ev_fd, c->out, c->out_len);
+		if (ret)
+			goto fail;
+	}
 	c->out_len = 0;
 	return 0;
 fail:
 	snprintf(c->err, c->err_len, "%s: writing its samples to a temporary file: %s",
-		 c->p->input, strerror(errno));
+		 c->p->input, strerror(-ret));
 	return -1;
 }
 
