@@ -98,9 +98,11 @@ MODULE_PARM_DESC(max_tracked,
  * switch.  Root may change it at any time; a stop already pending when
  * it becomes 0 is written at the thread's next run.
  *
- * Off by default for now: a coalesced run of one vCPU on a CPU may span
- * runs of another tracked thread there, and timelines that draw runs per
- * host CPU (merge's Perfetto tracks) need runs that do not overlap.
+ * Nor is a stop coalesced when another tracked thread ran on that CPU in
+ * between (hg_switch_in_seq): timelines that draw the runs of each host
+ * CPU (merge's Perfetto tracks, the host CPU of each guest event) need
+ * runs that do not overlap.  Off by default (0) until that is shown on
+ * real timelines (make demo's Perfetto invariants).
  */
 static unsigned int coalesce_stop_us;
 module_param(coalesce_stop_us, uint, 0644);
@@ -144,12 +146,17 @@ struct hg_slot {
 	 * scheduler orders: a task switches in only after its switch-out
 	 * completed (finish_task()'s release of prev->on_cpu, the acquire of
 	 * it before the task is woken or moved elsewhere; on the same CPU,
-	 * program order).  nr_coalesced is also read, as a hint, by EXIT.
+	 * program order), and by the removal of a stopped thread (its
+	 * hg_emit_end()).  stop_pending is published with a release after
+	 * the stamps and taken with xchg(): whoever takes it (the switch-in,
+	 * or the removal) writes or counts that STOP, once.  nr_coalesced is
+	 * also read, as a hint, by EXIT.
 	 */
 	struct hgclock_rec_header stop_hdr;
 	u64 stop_migrations;	/* nr_migrations when it stopped */
+	u64 stop_seq;		/* its CPU's hg_switch_in_seq when it stopped */
 	u32 nr_coalesced;	/* stops not recorded since its last STOP */
-	bool stop_pending;
+	u32 stop_pending;	/* 1: stop_hdr is a STOP not yet written */
 };
 
 static struct hg_slot *hg_slots;	/* max_tracked entries */
@@ -405,6 +412,15 @@ static void hg_emit_stop(struct hg_slot *slot, const struct hgclock_rec_header *
 }
 
 /*
+ * Per CPU: how many times a tracked thread switched in there.  Written
+ * only by that CPU's sched_switch probe (interrupts off), and read there:
+ * a stop whose count changed before the thread ran again on the same CPU
+ * had another tracked thread's run inside it, and is written, not
+ * coalesced.  Wraps after 2^64 switches; equality is all that is asked.
+ */
+static DEFINE_PER_CPU(u64, hg_switch_in_seq);
+
+/*
  * The slot's thread switches out on this CPU.  With coalescing on, only
  * stamp its STOP: hg_switch_in() decides whether it is written.
  */
@@ -419,28 +435,33 @@ static void hg_switch_out(struct hg_slot *slot)
 	}
 	slot->stop_hdr = hdr;
 	slot->stop_migrations = READ_ONCE(slot->nr_migrations);
-	slot->stop_pending = true;
+	slot->stop_seq = __this_cpu_read(hg_switch_in_seq);
+	/* The stamps before the flag: hg_emit_end() may take it. */
+	smp_store_release(&slot->stop_pending, 1);
 }
 
 /*
  * The slot's thread switches in on this CPU.  A pending STOP is dropped
  * (counted) when nothing a guest event's mapping depends on changed since:
  * the same CPU (so the same conversion of its TSC), no migration away and
- * back, not longer ago than coalesce_stop_us (a long halt stays visible).
- * Otherwise it is written with its own stamps, then the RUN.
+ * back, no other tracked thread's run there in between, not longer ago
+ * than coalesce_stop_us (a long halt stays visible).  Otherwise it is
+ * written with its own stamps, then the RUN.
  */
 static void hg_switch_in(struct hg_slot *slot)
 {
-	if (slot->stop_pending) {
+	u64 seq = __this_cpu_inc_return(hg_switch_in_seq) - 1;
+
+	if (READ_ONCE(slot->stop_pending) && xchg(&slot->stop_pending, 0)) {
 		u64 limit_ns = (u64)READ_ONCE(coalesce_stop_us) * NSEC_PER_USEC;
 		u64 now_ns = trace_clock_local();
 
-		slot->stop_pending = false;
 		/*
 		 * Same CPU: both stamps come from this CPU's clock; a clock
 		 * that went backwards gives a huge difference, not coalesced.
 		 */
 		if (slot->stop_hdr.cpu == smp_processor_id() &&
+		    slot->stop_seq == seq &&
 		    slot->stop_migrations == READ_ONCE(slot->nr_migrations) &&
 		    now_ns - slot->stop_hdr.sched_clock_ns < limit_ns) {
 			if (slot->nr_coalesced != U32_MAX)
@@ -450,6 +471,24 @@ static void hg_switch_in(struct hg_slot *slot)
 		hg_emit_stop(slot, &slot->stop_hdr);
 	}
 	hg_emit_vcpu(slot, HGCLOCK_REC_VCPU_RUN);
+}
+
+/*
+ * The slot's thread leaves the table (hg_remove() returned true): its
+ * STOP, if one is pending (it stopped and was removed before it ran
+ * again: TRACK_REMOVE by another thread), with the stamps of when it
+ * stopped, then EXIT.  Without that STOP its last run would seem to go
+ * on until the EXIT, over whatever ran on that CPU since.  A probe that
+ * found the slot before its removal may still be stamping a stop: that
+ * one is not written (the thread was running at the removal; EXIT ends
+ * the run).
+ */
+static void hg_emit_end(struct hg_slot *slot)
+{
+	/* xchg() orders the stamps' reads after the switch-out's release. */
+	if (READ_ONCE(slot->stop_pending) && xchg(&slot->stop_pending, 0))
+		hg_emit_stop(slot, &slot->stop_hdr);
+	hg_emit_vcpu(slot, HGCLOCK_REC_VCPU_EXIT);
 }
 
 /* The thread's exits over the pairing rate, when more than last said. */
@@ -749,7 +788,7 @@ static bool hg_untrack_tid(pid_t tid)
 	rcu_read_lock();
 	slot = hg_find(tid);
 	if (slot && hg_remove(slot)) {
-		hg_emit_vcpu(slot, HGCLOCK_REC_VCPU_EXIT);
+		hg_emit_end(slot);
 		removed = true;
 	}
 	rcu_read_unlock();
@@ -1366,7 +1405,7 @@ static long hg_track_add(struct task_struct *task, pid_t tid)
 	smp_mb();
 	if (!hg_task_is(task, tid)) {
 		if (hg_remove(slot))
-			hg_emit_vcpu(slot, HGCLOCK_REC_VCPU_EXIT);
+			hg_emit_end(slot);
 		ret = -ENOENT;
 		goto out;
 	}

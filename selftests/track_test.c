@@ -379,6 +379,105 @@ TEST_F(track, stops_on_one_cpu_are_counted)
 	EXPECT_LE(r.switches, (long)r.coalesced + r.stops);
 }
 
+/* Ping-pong partner: pinned to CPU 0, echoes 20 bytes, see below. */
+struct pingpong {
+	int to_partner[2], from_partner[2];
+	pid_t tid;
+};
+
+static void *pingpong_partner(void *arg)
+{
+	struct pingpong *pp = arg;
+	char b;
+
+	pin_self(0);
+	pp->tid = gettid_();
+	if (write(pp->from_partner[1], "r", 1) != 1)
+		return NULL;
+	for (int i = 0; i < 20; i++) {
+		if (read(pp->to_partner[0], &b, 1) != 1 ||
+		    write(pp->from_partner[1], &b, 1) != 1)
+			return NULL;
+	}
+	/* Lives until untracked: an exit would untrack it first. */
+	if (read(pp->to_partner[0], &b, 1) != 1)
+		return NULL;
+	return NULL;
+}
+
+/*
+ * Two tracked threads on CPU 0 hand a byte back and forth 20 times, with
+ * coalesce_stop_us 10 s: each switch-in comes after the other thread's
+ * run there, so no stop may be coalesced (a coalesced run would contain
+ * the other's run, and timelines that draw each host CPU's runs need
+ * them apart).  Every RUN is written, and in TSC order the runs on CPU 0
+ * never overlap.  With the per-CPU count of tracked switch-ins left out
+ * of the module's test, nearly every RUN and STOP was coalesced.
+ */
+TEST_F(track, runs_of_two_threads_on_one_cpu_never_overlap)
+{
+	struct pingpong pp = { .tid = 0 };
+	pid_t me = gettid_(), running = 0;
+	int runs_me = 0, runs_partner = 0, i;
+	pthread_t th;
+	char b;
+
+	self->coalesce_old = set_coalesce(10000000);
+	if (self->coalesce_old < 0)
+		SKIP(return, "no coalesce_stop_us parameter (module before ABI 1.4)");
+	pin_self(0);
+	ASSERT_EQ(0, pipe(pp.to_partner));
+	ASSERT_EQ(0, pipe(pp.from_partner));
+	ASSERT_EQ(0, pthread_create(&th, NULL, pingpong_partner, &pp));
+	ASSERT_EQ(1, read(pp.from_partner[0], &b, 1));	/* it is pinned */
+	ASSERT_EQ(0, track(self->fd, me, HGCLOCK_TRACK_ADD));
+	ASSERT_EQ(0, track(self->fd, pp.tid, HGCLOCK_TRACK_ADD));
+	for (i = 0; i < 20; i++) {
+		ASSERT_EQ(1, write(pp.to_partner[1], "x", 1));
+		ASSERT_EQ(1, read(pp.from_partner[0], &b, 1));
+	}
+	ASSERT_EQ(0, track(self->fd, pp.tid, HGCLOCK_TRACK_REMOVE));
+	ASSERT_EQ(0, track(self->fd, me, HGCLOCK_TRACK_REMOVE));
+	ASSERT_EQ(1, write(pp.to_partner[1], "q", 1));
+	pthread_join(th, NULL);
+	restore_coalesce(self->coalesce_old);
+	self->coalesce_old = -1;
+	for (i = 0; i < 2; i++) {
+		close(pp.to_partner[i]);
+		close(pp.from_partner[i]);
+	}
+
+	self->c.tid = 0;
+	collect_all(_metadata, &self->map, &self->c);
+	for (i = 0; i < self->c.nr; i++) {
+		const struct rec_copy *r = &self->c.recs[i];
+		pid_t tid = rec_tid(&r->hdr);
+
+		if (tid != me && tid != pp.tid)
+			continue;
+		if (r->hdr.type == HGCLOCK_REC_VCPU_RUN) {
+			EXPECT_EQ(0, r->hdr.cpu);
+			EXPECT_EQ(0, running) {
+				TH_LOG("record %d: %d runs inside %d's run", i, tid, running);
+			}
+			running = tid;
+			if (tid == me)
+				runs_me++;
+			else
+				runs_partner++;
+		} else if (r->hdr.type == HGCLOCK_REC_VCPU_STOP) {
+			/* A thread's first STOP may come before any RUN seen. */
+			if (running)
+				EXPECT_EQ(tid, running);
+			running = 0;
+		}
+	}
+	TH_LOG("%d records: %d RUN of this thread, %d of its partner",
+	       self->c.nr, runs_me, runs_partner);
+	EXPECT_LE(15, runs_me);
+	EXPECT_LE(15, runs_partner);
+}
+
 static void *mover(void *arg)
 {
 	int i;

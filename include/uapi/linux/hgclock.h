@@ -687,15 +687,17 @@ struct hgclock_produce {
  * Coalescing (ABI 1.4, HGCLOCK_FEAT_COALESCE; module parameter
  * coalesce_stop_us, 0 turns it off): a STOP is written only when the
  * thread next runs, and not at all when it runs again on the same CPU,
- * with no migration in between, within coalesce_stop_us of stopping
- * (nr_coalesced counts those).  So between a RUN on CPU c and the
- * thread's next STOP or EXIT it ran on c only, not necessarily all the
- * time.  A STOP that is written keeps the stamps of the moment the thread
- * stopped (hdr.cpu, hdr.tsc, hdr.sched_clock_ns), but it is written into
- * the ring of the CPU where the thread runs next, right before that RUN:
- * it is the one record that may follow records stamped after it.  A
- * thread's last STOP before it is untracked, or before recording ends,
- * may never be written.
+ * with no migration and no other tracked thread's run on that CPU in
+ * between, within coalesce_stop_us of stopping (nr_coalesced counts
+ * those).  So between a RUN on CPU c and the thread's next STOP or EXIT
+ * it ran on c only, not necessarily all the time, and no other tracked
+ * thread ran on c.  A STOP that is written keeps the stamps of the moment
+ * the thread stopped (hdr.cpu, hdr.tsc, hdr.sched_clock_ns), but it is
+ * written into the ring of the CPU where the thread runs next, right
+ * before that RUN, or into the remover's ring right before the EXIT of a
+ * thread removed while stopped: it is the one record that may follow
+ * records stamped after it.  A thread's last STOP before recording ends
+ * (the thread still tracked) is never written.
  */
 struct hgclock_rec_vcpu {
 	struct hgclock_rec_header hdr;
