@@ -46,8 +46,8 @@
 #
 # A failed VM attempt is classified from its consoles by
 # tools/vm/classify-console: "ours" (a crash, warning or checker report
-# in hgclock, or one that cannot be read while hgclock is loaded) is a
-# test failure and never retried; "infra" (the emulator's faults, hangs,
+# in hgclock) and "unexplained" (one that does not name hgclock but cannot
+# be read while hgclock is loaded) are test failures, never retried; "infra" (the emulator's faults, hangs,
 # dead VMs, guests that never came up) is retried; "fail" (failed tests)
 # is not.  One line per failed attempt ("== attempt N of NAME: CLASS:
 # ..."), kept in build/check/attempts.log; the retried ones are counted
@@ -147,7 +147,9 @@ fi
 
 # classify_attempt NAME ATTEMPT RC LOG...: why attempt ATTEMPT of NAME
 # failed, from LOG (its output, its log directory); sets cause_class
-# (ours, infra or fail) and cause (the classifier's line), and says so.
+# (ours, infra or fail; an unexplained report is ours here: never
+# retried) and cause (the classifier's line, which says which), and says
+# so.
 classify_attempt() {
 	local name=$1 attempt=$2 rc=$3
 	shift 3
@@ -157,6 +159,7 @@ classify_attempt() {
 	cause_class=${cause%%:*}
 	case $cause_class in
 	ours | infra | fail) ;;
+	unexplained) cause_class=ours ;;
 	*) cause_class=fail cause="fail: exit status $rc (classify-console: $cause)" ;;
 	esac
 	echo "attempt $attempt of $name: $cause (exit $rc)" >>"$log_dir/attempts.log"
@@ -617,7 +620,7 @@ if [ -s "$log_dir/attempts.log" ]; then
 	note "failed VM attempts ($log_dir/attempts.log):"
 	sed 's/^/==   /' "$log_dir/attempts.log"
 fi
-note "$(wc -l <"$log_dir/retried.log") attempts retried (infra), $(grep -c ': ours: ' "$log_dir/attempts.log") failed by a crash of ours (not retried)"
+note "$(wc -l <"$log_dir/retried.log") attempts retried (infra), $(grep -c ': ours: ' "$log_dir/attempts.log") failed by a crash of ours and $(grep -c ': unexplained: ' "$log_dir/attempts.log") by an unexplained one (not retried)"
 echo "== make check took $(( $(date +%s) - start )) s; TAP log: $tap_log"
 echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]

@@ -4,14 +4,16 @@
 #   bench_attempt NAME ATTEMPT RC LOG...
 #       why attempt ATTEMPT of the VM scenario NAME failed with RC, from
 #       its output and log directory (tools/vm/classify-console): sets
-#       cause_class (ours, infra or fail) and cause, prints
+#       cause_class (ours, infra or fail; unexplained counts as ours) and
+#       cause, prints
 #       "bench: attempt N of NAME: CLASS: ..." on stderr and adds the line
 #       to $build/bench/attempts.log
 #   bench_retrying NAME ATTEMPT
 #       counts that attempt as retried (infra): $build/bench/retried.log
 #
-# "ours" (a report in hgclock, or one that cannot be read while it is
-# loaded) is never retried and fails make bench; "infra" (the emulator's
+# "ours" (a report in hgclock) and "unexplained" (one that does not name
+# it but cannot be read while it is loaded) are never retried and fail
+# make bench; "infra" (the emulator's
 # faults, hangs, dead VMs, guests that never came up) is retried, and a
 # scenario whose every attempt was infra gives no figures but does not
 # fail make bench; "fail" is a failure.
@@ -26,6 +28,7 @@ bench_attempt() {
 	cause_class=${cause%%:*}
 	case $cause_class in
 	ours | infra | fail) ;;
+	unexplained) cause_class=ours ;;
 	*) cause_class=fail cause="fail: exit status $rc (classify-console: $cause)" ;;
 	esac
 	mkdir -p "$build/bench"

@@ -104,5 +104,5 @@ if [ -s "$build/bench/attempts.log" ]; then
 	echo "== failed VM attempts ($build/bench/attempts.log):"
 	sed 's/^/==   /' "$build/bench/attempts.log"
 fi
-echo "== $(wc -l <"$build/bench/retried.log") attempts retried (infra), $(grep -c ': ours: ' "$build/bench/attempts.log") failed by a report of ours (not retried)"
+echo "== $(wc -l <"$build/bench/retried.log") attempts retried (infra), $(grep -c ': ours: ' "$build/bench/attempts.log") failed by a report of ours and $(grep -c ': unexplained: ' "$build/bench/attempts.log") by an unexplained one (not retried)"
 exit $status

@@ -15,9 +15,10 @@
 #   fail   tests failed, no crash (without the module the hgclock checks
 #          always fail: expected there)
 #   infra  the emulator's fault, a hang, a dead VM, a guest never up
-#   ours   a report in hgclock (or unreadable while it was loaded)
-# and the "VM failure rate" compared is (infra + ours) / runs: what the
-# module could change about the VMs' survival.
+#   ours   a report in hgclock
+#   unexplained  a report that cannot be read while hgclock was loaded
+# and the "VM failure rate" compared is (infra + ours + unexplained) /
+# runs: what the module could change about the VMs' survival.
 #
 # SCENARIO is one of make check's nested scenarios, run as tools/check.sh
 # runs them (same options and timeouts):
@@ -36,7 +37,9 @@
 # build/failure-rate/SCENARIO/<variant>.<i>.out and .vm/; every run adds
 # one line to build/failure-rate/results.log ("date scenario kernel
 # variant class exit cause", the variant with the emulator: module@qemu-10.0.2,
-# and ",single" with HGCLOCK_NESTED_TCG_THREAD=single), so that runs on
+# ",single" with HGCLOCK_NESTED_TCG_THREAD=single, ",cpu=MODEL" with
+# HGCLOCK_NESTED_CPU, ",append=A+B" with HGCLOCK_NESTED_APPEND, the host
+# VM's extra kernel parameters such as kvm_amd.vgif=0), so that runs on
 # several days add up:
 # tools/vm/failure-rate.sh --summary prints the counts from that log.
 # A nested run takes 1.5 to 4 minutes of one core or two; 10 runs of
@@ -60,9 +63,9 @@ summary() {
 	END {
 		for (k in n) {
 			split(k, f, " ")
-			printf "%s on %s, %s: %d runs: %d ok, %d fail, %d infra, %d ours; VM failures (infra+ours) %d/%d\n",
+			printf "%s on %s, %s: %d runs: %d ok, %d fail, %d infra, %d ours, %d unexplained; VM failures %d/%d\n",
 				f[1], f[2], f[3], n[k], c[k, "ok"], c[k, "fail"], c[k, "infra"], c[k, "ours"],
-				c[k, "infra"] + c[k, "ours"], n[k]
+				c[k, "unexplained"], c[k, "infra"] + c[k, "ours"] + c[k, "unexplained"], n[k]
 		}
 	}' "$results" | sort
 }
@@ -121,6 +124,7 @@ esac
 emu=@qemu-$(qemu-system-x86_64 --version | sed -n '1s/^QEMU emulator version \([^ ]*\).*/\1/p')
 [ "${HGCLOCK_NESTED_TCG_THREAD:-multi}" = single ] && emu=$emu,single
 [ -n "${HGCLOCK_NESTED_CPU:-}" ] && emu=$emu,cpu=$HGCLOCK_NESTED_CPU
+[ -n "${HGCLOCK_NESTED_APPEND:-}" ] && emu=$emu,append=$(echo "$HGCLOCK_NESTED_APPEND" | tr ' ' '+')
 
 dir=$out_dir/$scenario
 mkdir -p "$dir"
