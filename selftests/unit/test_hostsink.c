@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * The recorder's host sink (user/record/writer.c): drained batches of
- * host records are held and written as one HOST_RECORDS section when
- * 64 KiB are pending, when the oldest is a second old, or when forced
- * (the last pass).  Checked by reading back the file: every record,
+ * The recorder's holds (user/record/writer.c): drained batches of host
+ * records, and each guest's record messages, are held and written as one
+ * HOST_RECORDS (GUEST_RECORDS) section when 64 KiB are pending, when the
+ * oldest is a second old, or when forced (the last pass).  Checked by reading back the file: every record,
  * whole, in the order given, in as few sections as the rules allow.
  */
 #include <errno.h>
@@ -98,8 +98,8 @@ FIXTURE_SETUP(sink)
 	out_name = self->path;
 	memset(&self->sink, 0, sizeof(self->sink));
 	self->sink.w = &self->w;
-	self->sink.hold = malloc(HG_HOST_HOLD_BYTES);
-	ASSERT_NE(NULL, self->sink.hold);
+	self->sink.hold.buf = malloc(HG_HOST_HOLD_BYTES);
+	ASSERT_NE(NULL, self->sink.hold.buf);
 	self->b.max = HG_SECTION_MAX;
 	self->b.buf = malloc(self->b.max);
 	ASSERT_NE(NULL, self->b.buf);
@@ -108,7 +108,7 @@ FIXTURE_SETUP(sink)
 
 FIXTURE_TEARDOWN(sink)
 {
-	free(self->sink.hold);
+	free(self->sink.hold.buf);
 	free(self->b.buf);
 	unlink(self->path);
 }
@@ -148,19 +148,19 @@ TEST_F(sink, full_hold_large_batch_and_age)
 	ASSERT_EQ(0, write_host_batch(&self->b, &self->sink));
 	fill(&self->b, 1, &self->tsc);
 	ASSERT_EQ(0, write_host_batch(&self->b, &self->sink));
-	EXPECT_EQ(sizeof(struct hgclock_rec_vcpu), self->sink.hold_len);
+	EXPECT_EQ(sizeof(struct hgclock_rec_vcpu), self->sink.hold.len);
 	/* Larger than the hold: the held record first, then the batch. */
 	fill(&self->b, per + 10, &self->tsc);
 	ASSERT_EQ(0, write_host_batch(&self->b, &self->sink));
-	EXPECT_EQ(0, self->sink.hold_len);
+	EXPECT_EQ(0, self->sink.hold.len);
 	/* Held, then written by age alone. */
 	fill(&self->b, 2, &self->tsc);
 	ASSERT_EQ(0, write_host_batch(&self->b, &self->sink));
 	ASSERT_EQ(0, host_sink_flush(&self->sink, false));
-	EXPECT_NE(0, self->sink.hold_len);
+	EXPECT_NE(0, self->sink.hold.len);
 	usleep((useconds_t)(HG_HOST_HOLD_S * 1e6) + 100000);
 	ASSERT_EQ(0, host_sink_flush(&self->sink, false));
-	EXPECT_EQ(0, self->sink.hold_len);
+	EXPECT_EQ(0, self->sink.hold.len);
 	ASSERT_EQ(0, hgcor_close(&self->w));
 	read_back(_metadata, self->path, &rb);
 	EXPECT_EQ(4, rb.sections);
@@ -173,8 +173,8 @@ TEST_F(sink, no_hold_writes_each_batch)
 {
 	struct readback rb;
 
-	free(self->sink.hold);
-	self->sink.hold = NULL;
+	free(self->sink.hold.buf);
+	self->sink.hold.buf = NULL;
 	for (int i = 0; i < 5; i++) {
 		fill(&self->b, 2, &self->tsc);
 		ASSERT_EQ(0, write_host_batch(&self->b, &self->sink));
@@ -184,6 +184,92 @@ TEST_F(sink, no_hold_writes_each_batch)
 	read_back(_metadata, self->path, &rb);
 	EXPECT_EQ(5, rb.sections);
 	EXPECT_EQ(10, rb.records);
+	EXPECT_EQ(0, rb.out_of_order);
+}
+
+/* Guest records, as the readers take them: (guest id, 0) then records. */
+struct guest_readback {
+	unsigned int sections, records, wrong_id;
+	uint64_t next_tsc;
+	int out_of_order;
+};
+
+static int count_guest_rec(const void *rec, size_t size, void *ctx)
+{
+	const struct hgclock_rec_header *h = rec;
+	struct guest_readback *rb = ctx;
+
+	rb->records++;
+	if (h->tsc != ++rb->next_tsc || size != sizeof(struct hgclock_rec_vcpu))
+		rb->out_of_order++;
+	return 0;
+}
+
+/*
+ * A guest's record messages through rec_hold_add() under its id: small
+ * ones held into one GUEST_RECORDS section, then (the guest's id changed
+ * after a disruption, as follow_finish() flushes first) the next ones in a
+ * section of the new id.  Every record once, whole, in order.
+ */
+TEST_F(sink, guest_records_held_under_their_id)
+{
+	struct guest_readback rb = { 0 };
+	struct rec_hold hold = { 0 };
+	uint32_t prefix[2] = { 7, 0 };
+	struct hgcor_reader r;
+	struct hgcor_view v;
+	uint64_t bytes0 = self->w.bytes;
+	const void *buf;
+	size_t len;
+	int ret;
+
+	hold.buf = malloc(HG_HOST_HOLD_BYTES);
+	ASSERT_NE(NULL, hold.buf);
+	for (int i = 0; i < 50; i++) {
+		fill(&self->b, 2, &self->tsc);
+		ASSERT_EQ(0, rec_hold_add(&hold, &self->w, HGCOR_SEC_GUEST_RECORDS, prefix,
+					  sizeof(prefix), self->b.buf, self->b.len));
+		ASSERT_EQ(0, rec_hold_flush(&hold, &self->w, HGCOR_SEC_GUEST_RECORDS, prefix,
+					    sizeof(prefix), false));
+	}
+	EXPECT_EQ(bytes0, self->w.bytes);
+	ASSERT_EQ(0, rec_hold_flush(&hold, &self->w, HGCOR_SEC_GUEST_RECORDS, prefix,
+				    sizeof(prefix), true));
+	prefix[0] = 8;
+	for (int i = 0; i < 10; i++) {
+		fill(&self->b, 1, &self->tsc);
+		ASSERT_EQ(0, rec_hold_add(&hold, &self->w, HGCOR_SEC_GUEST_RECORDS, prefix,
+					  sizeof(prefix), self->b.buf, self->b.len));
+	}
+	ASSERT_EQ(0, rec_hold_flush(&hold, &self->w, HGCOR_SEC_GUEST_RECORDS, prefix,
+				    sizeof(prefix), true));
+	free(hold.buf);
+	ASSERT_EQ(0, hgcor_close(&self->w));
+
+	ASSERT_EQ(0, hg_map_file(self->path, &buf, &len));
+	ASSERT_EQ(0, hgcor_open(&r, buf, len));
+	while ((ret = hgcor_next(&r, &v)) > 0) {
+		uint32_t id;
+
+		if (v.type != HGCOR_SEC_GUEST_RECORDS)
+			continue;
+		ASSERT_LE(8, v.length);
+		memcpy(&id, v.payload, sizeof(id));
+		/* Section 1 is guest 7's 100 records, section 2 guest 8's 10. */
+		if (id != (rb.sections ? 8u : 7u))
+			rb.wrong_id++;
+		rb.sections++;
+		ASSERT_EQ(0, hgcor_walk_records(v.payload + 8, v.length - 8,
+						count_guest_rec, &rb));
+	}
+	EXPECT_EQ(0, ret) {
+		TH_LOG("%s at %zu", hgcor_strerror(ret), (size_t)r.pos);
+	}
+	hgcor_release(&r);
+	hg_unmap_file(buf, len);
+	EXPECT_EQ(2, rb.sections);
+	EXPECT_EQ(110, rb.records);
+	EXPECT_EQ(0, rb.wrong_id);
 	EXPECT_EQ(0, rb.out_of_order);
 }
 

@@ -366,8 +366,8 @@ int cmd_record(int argc, char **argv)
 	}
 	out_name = out;
 	b.buf = malloc(b.max);
-	sink.hold = malloc(HG_HOST_HOLD_BYTES);
-	if (!b.buf || !sink.hold) {
+	sink.hold.buf = malloc(HG_HOST_HOLD_BYTES);
+	if (!b.buf || !sink.hold.buf) {
 		ret = HGCLOCK_EXIT_FAILURE;
 		goto out_map;
 	}
@@ -737,12 +737,13 @@ out_map:
 		if (guests[g].fd >= 0)
 			close(guests[g].fd);
 		pthread_mutex_destroy(&guests[g].lock);
+		free(guests[g].rec_hold.buf);
 	}
 	free(guests);
 	free(pfd);
 	free(gbuf);
 	free(b.buf);
-	free(sink.hold);
+	free(sink.hold.buf);
 	hgclock_map_close(&map);
 	close(fd);
 	return ret;

@@ -262,6 +262,12 @@ int follow_finish(struct guest *g, struct hgcor_writer *w, const struct host_clo
 	g->follow_fd = -1;
 	if (host_now(hc, &now))
 		memset(&now, 0, sizeof(now));
+	/* Records held under the old id stay under it (none: guest_ended()). */
+	ret = guest_records_flush(g, w, true);
+	if (ret) {
+		free(hello);
+		return ret;
+	}
 	g->id = next_file_id++;
 	g->disr.next_guest_id = g->id;
 	g->disr.new_vm_pid = g->follow_pid;

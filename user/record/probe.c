@@ -33,11 +33,29 @@ static void disr_jump(struct hgcor_disruption *d, const struct hgcor_probe *befo
 	d->flags |= HGCOR_DISRUPT_JUMP_KNOWN;
 }
 
+int guest_records_flush(struct guest *g, struct hgcor_writer *w, bool force)
+{
+	uint32_t prefix[2] = { g->id, 0 };
+
+	return rec_hold_flush(&g->rec_hold, w, HGCOR_SEC_GUEST_RECORDS, prefix, sizeof(prefix),
+			      force);
+}
+
+/*
+ * The probes gathered, as one section; the guest's held records first,
+ * whatever their age: every caller is a point after which they must be in
+ * the file (its session ends, a disruption begins, the recording ends).
+ */
 int flush_probes(struct guest *g, struct hgcor_writer *w)
 {
 	static struct hgcor_probe copy[HG_PROBE_BUF];
 	uint32_t prefix[2] = { g->id, 0 };
 	size_t n;
+	int ret;
+
+	ret = guest_records_flush(g, w, true);
+	if (ret)
+		return ret;
 
 	/* Copied out under the lock: the probe thread never waits on a write. */
 	pthread_mutex_lock(&g->lock);
@@ -62,7 +80,8 @@ int flush_probes(struct guest *g, struct hgcor_writer *w)
 }
 
 /*
- * The main loop's flush: the probes gathered are written when @force,
+ * The main loop's flush: the guest's held records and the probes gathered
+ * are written when @force,
  * while a disruption waits for the first probe after it, when the buffer
  * is half full, or HG_HOST_HOLD_S after the last write; in between they
  * wait in the buffer (a section for each pass of the loop made PROBES
@@ -71,6 +90,12 @@ int flush_probes(struct guest *g, struct hgcor_writer *w)
 int flush_probes_due(struct guest *g, struct hgcor_writer *w, bool force)
 {
 	size_t n;
+	int ret;
+
+	/* Its records on the same terms (HG_HOST_HOLD_BYTES, HG_HOST_HOLD_S). */
+	ret = guest_records_flush(g, w, force || g->disr_pending);
+	if (ret)
+		return ret;
 
 	pthread_mutex_lock(&g->lock);
 	n = g->np;

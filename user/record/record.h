@@ -72,6 +72,28 @@ static inline double now_s(void)
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+/*
+ * Host records are held back and written as one section when this many
+ * bytes are pending, or when the oldest pending batch is this old, or at
+ * the end: with vCPU stops coalesced (Documentation/tracking.rst) an idle
+ * host has a few records per drain, and a section of its own for each
+ * made the sections' overhead (header, zstd frame) most of the file.
+ */
+#define HG_HOST_HOLD_BYTES	(64u << 10)
+#define HG_HOST_HOLD_S		1.0
+
+/*
+ * Records held back for one section (host records; each guest's records,
+ * whose agent sends a message per drain): written when HG_HOST_HOLD_BYTES
+ * would be exceeded, when the oldest is HG_HOST_HOLD_S old, or when
+ * forced.  @buf NULL: nothing is held, every batch is a section.
+ */
+struct rec_hold {
+	uint8_t *buf;		/* HG_HOST_HOLD_BYTES: records not written yet */
+	size_t len;
+	double since_s;		/* now_s() of the oldest held bytes */
+};
+
 #define HG_PROBE_BURST	4	/* default: probes back to back each interval */
 #define HG_PROBE_BURST_MAX 1024
 #define HG_PROBE_BUF	512	/* probes per PROBES section */
@@ -87,6 +109,12 @@ struct guest {
 	 */
 	bool no_agent;
 	uint64_t records;
+	/*
+	 * Its record messages held for one section under its id
+	 * (guest_records_flush(): due with its probes, at once before its id
+	 * changes or its session ends).  Main loop only.
+	 */
+	struct rec_hold rec_hold;
 	struct hgcor_guest_vm vm;
 	/* Probing: one request in flight at a time. */
 	bool probe_pending;
@@ -207,22 +235,10 @@ static inline void __attribute__((format(printf, 2, 3))) set_why(struct guest *g
 /* Sections of host records are at most this long (a ring may be 64 MiB). */
 #define HG_SECTION_MAX	(4u << 20)
 
-/*
- * Host records are held back and written as one section when this many
- * bytes are pending, or when the oldest pending batch is this old, or at
- * the end: with vCPU stops coalesced (Documentation/tracking.rst) an idle
- * host has a few records per drain, and a section of its own for each
- * made the sections' overhead (header, zstd frame) most of the file.
- */
-#define HG_HOST_HOLD_BYTES	(64u << 10)
-#define HG_HOST_HOLD_S		1.0
-
 struct host_sink {
 	struct hgcor_writer *w;
 	uint64_t total, lost;
-	uint8_t *hold;		/* HG_HOST_HOLD_BYTES: batches not written yet */
-	size_t hold_len;
-	double hold_since_s;	/* now_s() of the oldest held batch */
+	struct rec_hold hold;
 };
 
 /*
@@ -258,6 +274,17 @@ int write_segments(struct hgcor_writer *w, const char *path);
 int write_tracked(struct hgcor_writer *w, int fd, const struct host_clock *hc);
 int write_host_batch(const struct hg_batch *b, void *ctx);
 int host_sink_flush(struct host_sink *sink, bool force);
+/*
+ * The hold of @h: its records as one section of @type, after @prefix
+ * (@prefix_len bytes, 0 for none), when @force or due; and a batch added,
+ * written at once when no hold or larger than one (after what was held).
+ */
+int rec_hold_flush(struct rec_hold *h, struct hgcor_writer *w, uint32_t type,
+		   const void *prefix, size_t prefix_len, bool force);
+int rec_hold_add(struct rec_hold *h, struct hgcor_writer *w, uint32_t type,
+		 const void *prefix, size_t prefix_len, const void *recs, size_t len);
+/* probe.c: a guest's held records, under its current id (now, or when due). */
+int guest_records_flush(struct guest *g, struct hgcor_writer *w, bool force);
 
 /* guests.c: --guest and --all-guests */
 int32_t vm_by_cid(struct guest *g, char *why, size_t size);

@@ -240,6 +240,7 @@ int guest_lost(struct guest *g, struct hgcor_writer *w, const struct host_clock 
 	struct hgclock_now now = { 0 };
 	double t = now_s() - rec_start;
 	char note[400];
+	int err;
 
 	close_probe_channel(g);
 	if (g->fd >= 0) {
@@ -250,6 +251,10 @@ int guest_lost(struct guest *g, struct hgcor_writer *w, const struct host_clock 
 		return 0;
 	g->lost = true;
 	nr_lost++;
+	/* What it sent before, then the NOTE. */
+	err = guest_records_flush(g, w, true);
+	if (err)
+		return err;	/* said by put_section2() */
 	if (host_now(hc, &now))
 		memset(&now, 0, sizeof(now));	/* 0: unknown; the seconds still say */
 	snprintf(note, sizeof(note), "guest %u (%s) lost at host_tsc %llu host_local_ns %llu "
@@ -292,7 +297,15 @@ int guest_message(struct guest *g, struct hgcor_writer *w, uint8_t *buf,
 		heard(g);
 		if (!hgcor_walk_records(buf, h.length, NULL, NULL)) {
 			g->records++;
-			return put_section2(w, HGCOR_SEC_GUEST_RECORDS, 0, prefix,
+			/*
+			 * Held with the guest's others (an idle agent sends a
+			 * few records a drain): a section for each made the
+			 * sections' overhead most of the guest's bytes.  No
+			 * buffer (no memory): each message is a section.
+			 */
+			if (!g->rec_hold.buf)
+				g->rec_hold.buf = malloc(HG_HOST_HOLD_BYTES);
+			return rec_hold_add(&g->rec_hold, w, HGCOR_SEC_GUEST_RECORDS, prefix,
 					    sizeof(prefix), buf, h.length);
 		}
 		set_why(g, "malformed records from the agent");
@@ -300,9 +313,13 @@ int guest_message(struct guest *g, struct hgcor_writer *w, uint8_t *buf,
 	} else if (!ret && h.type == HGP_CPU_MAP) {
 		/* Guest CPU -> APIC ID (KVM's vcpu_id), 1.2: sync.rst, "vCPU identity". */
 		heard(g);
-		if (!hgp_cpu_map_check(buf, h.length, HGP_APIC_ID_LIMIT))
-			return put_section2(w, HGCOR_SEC_CPU_MAP, HGCOR_SEC_OPTIONAL, prefix,
-					    sizeof(prefix), buf, h.length);
+		if (!hgp_cpu_map_check(buf, h.length, HGP_APIC_ID_LIMIT)) {
+			/* After the records it sent before it, as they came. */
+			int err = guest_records_flush(g, w, true);
+
+			return err ? err : put_section2(w, HGCOR_SEC_CPU_MAP, HGCOR_SEC_OPTIONAL,
+						       prefix, sizeof(prefix), buf, h.length);
+		}
 		set_why(g, "malformed CPU map from the agent");
 		ret = 1;
 	} else if (!ret && h.type == HGP_IDENTITY) {
@@ -332,6 +349,9 @@ int guest_message(struct guest *g, struct hgcor_writer *w, uint8_t *buf,
 				}
 			}
 			g->disr_identity_in = true;
+			ret = guest_records_flush(g, w, true);
+			if (ret)
+				return ret;
 			return put_section2(w, HGCOR_SEC_GUEST_IDENTITY, HGCOR_SEC_OPTIONAL,
 					    prefix, sizeof(prefix), buf, h.length);
 		}

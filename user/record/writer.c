@@ -169,49 +169,68 @@ int write_tracked(struct hgcor_writer *w, int fd, const struct host_clock *hc)
 	return ret;
 }
 
-/*
- * Writes the held host records as one section when @force, when
- * HG_HOST_HOLD_BYTES are held or when the oldest is HG_HOST_HOLD_S old.
- * The records stay whole and in the order they were drained.
- */
-int host_sink_flush(struct host_sink *sink, bool force)
+/* A section of records of @type, after @prefix when there is one. */
+static int put_records(struct hgcor_writer *w, uint32_t type, const void *prefix,
+		       size_t prefix_len, const void *recs, size_t len)
+{
+	if (!prefix_len)
+		return put_section(w, type, 0, recs, len);
+	return put_section2(w, type, 0, prefix, prefix_len, recs, len);
+}
+
+int rec_hold_flush(struct rec_hold *h, struct hgcor_writer *w, uint32_t type,
+		   const void *prefix, size_t prefix_len, bool force)
 {
 	int ret;
 
-	if (!sink->hold_len)
+	if (!h->len)
 		return 0;
-	if (!force && sink->hold_len < HG_HOST_HOLD_BYTES &&
-	    now_s() - sink->hold_since_s < HG_HOST_HOLD_S)
+	if (!force && h->len < HG_HOST_HOLD_BYTES && now_s() - h->since_s < HG_HOST_HOLD_S)
 		return 0;
-	ret = put_section(sink->w, HGCOR_SEC_HOST_RECORDS, 0, sink->hold, sink->hold_len);
-	sink->hold_len = 0;
+	ret = put_records(w, type, prefix, prefix_len, h->buf, h->len);
+	h->len = 0;
 	return ret;
 }
 
 /*
- * A drained batch: held while it fits with the others (host_sink_flush()
- * writes them), a batch larger than the hold written at once, after the
- * held ones.  Without a hold buffer, every batch is a section.
+ * Held while it fits with the others; a batch larger than the hold is
+ * written at once, after the held ones.  The records stay whole and in
+ * the order they were given.
  */
+int rec_hold_add(struct rec_hold *h, struct hgcor_writer *w, uint32_t type,
+		 const void *prefix, size_t prefix_len, const void *recs, size_t len)
+{
+	int ret = 0;
+
+	if (h->buf && h->len + len > HG_HOST_HOLD_BYTES)
+		ret = rec_hold_flush(h, w, type, prefix, prefix_len, true);
+	if (ret)
+		return ret;
+	if (h->buf && len <= HG_HOST_HOLD_BYTES) {
+		if (!h->len)
+			h->since_s = now_s();
+		memcpy(h->buf + h->len, recs, len);
+		h->len += len;
+		return 0;
+	}
+	return put_records(w, type, prefix, prefix_len, recs, len);
+}
+
+/* The held host records, when @force or due (rec_hold_flush()). */
+int host_sink_flush(struct host_sink *sink, bool force)
+{
+	return rec_hold_flush(&sink->hold, sink->w, HGCOR_SEC_HOST_RECORDS, NULL, 0, force);
+}
+
+/* A drained batch of host records (rec_hold_add()), counted. */
 int write_host_batch(const struct hg_batch *b, void *ctx)
 {
 	struct host_sink *sink = ctx;
-	int ret = 0;
+	int ret;
 
-	if (sink->hold && sink->hold_len + b->len > HG_HOST_HOLD_BYTES)
-		ret = host_sink_flush(sink, true);
+	ret = rec_hold_add(&sink->hold, sink->w, HGCOR_SEC_HOST_RECORDS, NULL, 0, b->buf, b->len);
 	if (ret)
 		return ret;
-	if (sink->hold && b->len <= HG_HOST_HOLD_BYTES) {
-		if (!sink->hold_len)
-			sink->hold_since_s = now_s();
-		memcpy(sink->hold + sink->hold_len, b->buf, b->len);
-		sink->hold_len += b->len;
-	} else {
-		ret = put_section(sink->w, HGCOR_SEC_HOST_RECORDS, 0, b->buf, b->len);
-		if (ret)
-			return ret;
-	}
 	sink->total += b->nr;
 	sink->lost += b->lost;
 	return 0;
