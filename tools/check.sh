@@ -409,10 +409,13 @@ done
 # Markers against KVM's own trace: x86-tsc exact, ftrace's local clock
 # through the host's PVCLOCK records (selftests/nested/moving-host.sh).
 # One kernel (the last nested series), retried as the nested tests are.
-# The checks are the host script's: a guest the emulator resets after
-# they passed does not spoil them (as in the merge test).
+# The checks are the host script's and, on the files it left, those of
+# selftests/nested/moving-after.sh, run here after the VM: a guest the
+# emulator resets after they passed does not spoil them (as in the merge
+# test).
 moving_checks_ran() {
-	grep -q 'nested-host: host script exit 0' "$log_dir/$1.out" || return 1
+	grep -q 'nested-host: host script exit 0' "$log_dir/$1.out" &&
+		grep -q '^nested: after-VM checks .* exit 0' "$log_dir/$1.out" || return 1
 	note "the guest died after the host's checks passed (exit $3)"
 }
 moving_kernels=${HGCLOCK_MOVING_KERNELS-$(echo $nested_kernels | awk '{ print $NF }')}

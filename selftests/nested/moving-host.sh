@@ -6,7 +6,6 @@
 # writes and the markers' CPUID exits on its TSC (the ground truth).
 # Prints TAP lines; returns non-zero on any failure.
 tool=$HGCLOCK_TOOL
-check=$(dirname "$HGCLOCK_TOOL")/../../selftests/nested/check_track.py
 out=$(dirname "$HGCLOCK_GUEST_CONSOLE")
 if insmod "$HGCLOCK_KO"; then tap ok nested_moving.insmod; else tap not-ok nested_moving.insmod; return 1; fi
 # The truth's events, enabled before the guest runs (nested-lib.sh).
@@ -58,35 +57,14 @@ echo 0 >$truth/events/kvm/kvm_write_tsc_offset/enable
 echo 0 >$truth/events/kvm/kvm_cpuid/enable
 rmdir $truth 2>/dev/null
 grep -a -o 'MARK {[^}]*}' "$HGCLOCK_GUEST_CONSOLE" | sed 's/^MARK //' >"$out/marks.jsonl"
-# The guest ends before the checks, which need only the files: on
-# 2026-12-02 the host VM died silently (qemu gone, no console message,
-# classed infra) in 4 of 10 moving runs, 3 of them while the checks ran
-# and the guest idled.  The cause is not known (Documentation/testing.rst).
+# The guest ends here; the checks, which need only the files, run on the
+# machine itself after the host VM is gone (selftests/nested/
+# moving-after.sh, tools/vm/nested --after): under the emulator they took
+# minutes, and the host VM died silently in 3 of 10 runs while they ran
+# (2026-12-02, Documentation/testing.rst).
 guest_send DONE
 guest_wait "guest: done" 120 >/dev/null
 guest_wait "HGCLOCK-GUEST-EXIT:" 120 >/dev/null
-"$tool" dump --json "$out/moving.hgc" >/tmp/moving.jsonl 2>/tmp/dump.err
-[ $? -eq 0 ] && tap ok nested_moving.file_complete ||
-	{ tap not-ok nested_moving.file_complete; sed 's/^/# /' /tmp/dump.err; }
-python3 "$check" moving "$tool" "$out/moving.hgc" /tmp/moving.jsonl "$out/marks.jsonl" \
-	"$out/truth.txt" "$out/offsets-start" "$out/moving-results.json"
-rc=$?
-check_moving() { python3 -c "import json,sys; r=json.load(open('$out/moving-results.json')); sys.exit(0 if r.get('$1') else 1)" 2>/dev/null; }
-for t in offsets_moved pvclock_records tsc_exact local_kvm_exact local_within_10ns \
-	local_within_bound; do
-	check_moving $t && tap ok nested_moving.$t || tap not-ok nested_moving.$t
-done
-[ $rc -le 1 ] || tap not-ok nested_moving.checker "exit $rc"
-"$tool" dump --json "$out/moving-noagent.hgc" >/tmp/moving-noagent.jsonl 2>/tmp/dump.err ||
-	sed 's/^/# /' /tmp/dump.err
-python3 "$check" moving_noagent "$tool" "$out/moving-noagent.hgc" /tmp/moving-noagent.jsonl \
-	"$out/marks.jsonl" "$out/truth.txt" "$out/offsets-start" "$out/moving-noagent-results.json"
-rc=$?
-check_noagent() { python3 -c "import json,sys; r=json.load(open('$out/moving-noagent-results.json')); sys.exit(0 if r.get('$1') else 1)" 2>/dev/null; }
-for t in tsc_exact local_refused; do
-	check_noagent $t && tap ok nested_moving.noagent_$t || tap not-ok nested_moving.noagent_$t
-done
-[ $rc -le 1 ] || tap not-ok nested_moving.noagent_checker "exit $rc"
 
 hold_release
 rmmod hgclock && tap ok nested_moving.rmmod || tap not-ok nested_moving.rmmod

@@ -64,7 +64,9 @@ scenario_args() {
 		SCENARIO_ARGS+=(--timeout 420 "${files[@]}" --
 			selftests/nested/track-host.sh selftests/nested/track-guest.sh) ;;
 	moving)
-		SCENARIO_ARGS+=(--append tsc=unstable --timeout 540 --
+		# Its checks read only files: run here after the VM (--after).
+		SCENARIO_ARGS+=(--append tsc=unstable --timeout 540
+			--after selftests/nested/moving-after.sh --
 			selftests/nested/moving-host.sh selftests/nested/moving-guest.sh) ;;
 	many)
 		mapfile -t files < <(vm_unit_guest_files "$build")
