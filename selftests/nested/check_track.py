@@ -3,6 +3,7 @@
 """Checks for selftests/nested/track-host.sh: compares what hgclock
 recorded and lists with what qemu, KVM's debugfs and the test did.
 Each sub-command exits 0 when its check holds, 1 with a reason if not."""
+import bisect
 import json
 import os
 import sys
@@ -138,6 +139,33 @@ from kvmtruth import M64, conv_invert, host_ns_fn, host_tsc_before_exit, \
     load_debugfs_offsets, parse_kvm_trace  # noqa: E402
 
 
+def pvclock_updates(recs):
+    """Per vCPU (KVM's vcpu_id), the guest TSCs (tsc_timestamp) of the
+    kvm-clock parameters KVM wrote, from the host's PVCLOCK records,
+    sorted."""
+    ups = {}
+    for r in recs:
+        if r.get("type") == "pvclock":
+            ups.setdefault(r["vcpu_id"], []).append(r["tsc_timestamp"])
+    for v in ups.values():
+        v.sort()
+    return ups
+
+
+def params_unchanged(ups, cpu, snap_tsc, read_tsc):
+    """True when KVM wrote no kvm-clock parameters for vCPU @cpu after
+    the guest's snapshot (guest TSC @snap_tsc) up to its reading at
+    @read_tsc: the snapshot's parameters are then the ones the reading
+    used, and inverting them gives the reading's TSC.  Otherwise such a
+    truth is stale: on 2026-12-05 one marker's snapshot was 11 ms old,
+    six updates came in between, and the "truth" was 1656 ns off while
+    the file's mapping was right.  The guest CPU number is KVM's vcpu_id
+    here (no APIC ID gap in these scenarios)."""
+    v = ups.get(cpu, [])
+    i = bisect.bisect_right(v, snap_tsc)
+    return i == len(v) or v[i] > read_tsc
+
+
 # HGCLOCK_RECOMPUTE=1: ignore the mapping stored in the file (re-checking
 # an old recording with a newer hgclock).
 RECOMPUTE = ["--recompute"] if os.environ.get("HGCLOCK_RECOMPUTE") else []
@@ -186,6 +214,7 @@ def sync(tool, hgc, dump_jsonl, marks_jsonl, ftrace_txt, offsets1, offsets2, out
     for r in recs:
         if r.get("from") == "guest" and r.get("type") == "cyc2ns":
             gsnaps.setdefault(r["cpu"], []).append(r)
+    pv_ups = pvclock_updates(recs)
 
     def local_tsc(m):
         """The guest TSC of the marker's sched_clock reading.  With an
@@ -197,7 +226,8 @@ def sync(tool, hgc, dump_jsonl, marks_jsonl, ftrace_txt, offsets1, offsets2, out
         if m.get("exact", True):
             return m["tsc"]
         snaps = [r for r in gsnaps.get(m["cpu"], []) if r["tsc"] <= m["tsc"]]
-        if not snaps or "tsc_after" not in m:
+        if not snaps or "tsc_after" not in m or \
+                not params_unchanged(pv_ups, m["cpu"], snaps[-1]["tsc"], m["tsc"]):
             return None
         t = conv_invert(snaps[-1], m["sched_clock_ns"])
         return t if m["tsc"] <= t <= m["tsc_after"] else None
@@ -322,6 +352,7 @@ def moving(tool, hgc, dump_jsonl, marks_jsonl, truth_txt, offsets_start, out_jso
     for r in recs:
         if r.get("from") == "guest" and r.get("type") == "cyc2ns":
             gsnaps.setdefault(r["cpu"], []).append(r)
+    pv_ups = pvclock_updates(recs)
     mk = []
     for m in marks:
         p = exits.get(m["seq"])
@@ -330,7 +361,8 @@ def moving(tool, hgc, dump_jsonl, marks_jsonl, truth_txt, offsets_start, out_jso
         h = host_tsc_before_exit(offs.get(m["cpu"], []), m["tsc"], p)
         lt = None
         snaps = [r for r in gsnaps.get(m["cpu"], []) if r["tsc"] <= m["tsc"]]
-        if snaps and "tsc_after" in m:
+        if snaps and "tsc_after" in m and \
+                params_unchanged(pv_ups, m["cpu"], snaps[-1]["tsc"], m["tsc"]):
             t = conv_invert(snaps[-1], m["sched_clock_ns"])
             if m["tsc"] <= t <= m["tsc_after"]:
                 lt = host_tsc_before_exit(offs.get(m["cpu"], []), t, p)
