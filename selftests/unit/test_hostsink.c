@@ -187,24 +187,6 @@ TEST_F(sink, no_hold_writes_each_batch)
 	EXPECT_EQ(0, rb.out_of_order);
 }
 
-/* Guest records, as the readers take them: (guest id, 0) then records. */
-struct guest_readback {
-	unsigned int sections, records, wrong_id;
-	uint64_t next_tsc;
-	int out_of_order;
-};
-
-static int count_guest_rec(const void *rec, size_t size, void *ctx)
-{
-	const struct hgclock_rec_header *h = rec;
-	struct guest_readback *rb = ctx;
-
-	rb->records++;
-	if (h->tsc != ++rb->next_tsc || size != sizeof(struct hgclock_rec_vcpu))
-		rb->out_of_order++;
-	return 0;
-}
-
 /*
  * A guest's record messages through rec_hold_add() under its id: small
  * ones held into one GUEST_RECORDS section, then (the guest's id changed
@@ -213,8 +195,9 @@ static int count_guest_rec(const void *rec, size_t size, void *ctx)
  */
 TEST_F(sink, guest_records_held_under_their_id)
 {
-	struct guest_readback rb = { 0 };
+	struct readback rb = { 0 };	/* GUEST_RECORDS, after (guest id, 0) */
 	struct rec_hold hold = { 0 };
+	unsigned int wrong_id = 0;
 	uint32_t prefix[2] = { 7, 0 };
 	struct hgcor_reader r;
 	struct hgcor_view v;
@@ -257,10 +240,10 @@ TEST_F(sink, guest_records_held_under_their_id)
 		memcpy(&id, v.payload, sizeof(id));
 		/* Section 1 is guest 7's 100 records, section 2 guest 8's 10. */
 		if (id != (rb.sections ? 8u : 7u))
-			rb.wrong_id++;
+			wrong_id++;
 		rb.sections++;
 		ASSERT_EQ(0, hgcor_walk_records(v.payload + 8, v.length - 8,
-						count_guest_rec, &rb));
+						count_rec, &rb));
 	}
 	EXPECT_EQ(0, ret) {
 		TH_LOG("%s at %zu", hgcor_strerror(ret), (size_t)r.pos);
@@ -269,7 +252,7 @@ TEST_F(sink, guest_records_held_under_their_id)
 	hg_unmap_file(buf, len);
 	EXPECT_EQ(2, rb.sections);
 	EXPECT_EQ(110, rb.records);
-	EXPECT_EQ(0, rb.wrong_id);
+	EXPECT_EQ(0, wrong_id);
 	EXPECT_EQ(0, rb.out_of_order);
 }
 
