@@ -49,9 +49,9 @@ _Static_assert(sizeof(struct hgcor_zstd_header) == 16, "zstd header is 16 bytes"
  * zero bytes, so one 64-bit load XORed with the running CRC is folded by
  * eight independent look-ups.  About four times the byte-at-a-time loop
  * (compress.crc32_vs_bytewise in tools/bench/compress.sh); a recording's
- * sections are CRC'd on writing and on every read.  The tables are built once: pthread_once() orders
- * their stores before every later reader, in any thread (merge's workers
- * read files in parallel).
+ * sections are CRC'd on writing and on every read.  The tables are built
+ * once: pthread_once() orders their stores before every later reader, in
+ * any thread (merge's workers read files in parallel).
  */
 static uint32_t crc_table[8][256];
 static pthread_once_t crc_table_once = PTHREAD_ONCE_INIT;
