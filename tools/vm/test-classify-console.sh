@@ -553,8 +553,13 @@ cat >"$tmp/idle-stack.log" <<'EOF2'
 [   25.264564] Kernel panic - not syncing: Attempted to kill the idle task!
 [   25.264600] Kernel Offset: disabled
 EOF2
-expect page_fault_preamble_idle_panic infra "BUG: unable to handle page fault for address: ffffffff82a03e58 at init_stack+0x3e58/0x4000" -- \
+# The kernel says its stack may be corrupted, and the CPU ran its stack:
+# with hgclock loaded that is no proof of the emulator (issue 29).
+expect page_fault_preamble_idle_panic unexplained "BUG: unable to handle page fault for address: ffffffff82a03e58 at init_stack+0x3e58/0x4000; memory corruption reported (kernel tried to execute NX-protected page), hgclock loaded" -- \
 	--rc 126 "$tmp/idle-stack.log"
+# The same without the module: the emulator's.
+grep -v 'hgclock' "$tmp/idle-stack.log" | sed 's/Tainted: G           OE /Tainted: G              /' >"$tmp/idle-stack-nomod.log"
+expect page_fault_stack_without_module infra "at init_stack+0x3e58/0x4000" -- --rc 126 "$tmp/idle-stack-nomod.log"
 sed 's|RIP: 0010:init_stack+0x3e58/0x4000|RIP: 0010:hg_probe_sched_switch+0x40/0x1c0 [hgclock]|' \
 	"$tmp/idle-stack.log" >"$tmp/idle-stack-ours.log"
 expect page_fault_preamble_in_hgclock ours "hg_probe_sched_switch" -- --rc 126 "$tmp/idle-stack-ours.log"
@@ -601,6 +606,11 @@ printf '%s\n' 'ok 1 nested.insmod' 'not ok 2 nested.flood_suppressed_counted' \
 expect guest_done_then_exited fail "not ok 2 nested.flood_suppressed_counted" -- --rc 1 "$tmp/done.out"
 printf '%s\n' 'not ok 3 nested.guest_up # guest never reached its script (infrastructure)' >"$tmp/noguest.out"
 expect guest_never_up infra "never came up" -- --rc 125 "$tmp/noguest.out"
+# A guest that came up and then did not hand over its files: the merge
+# scenario's words for it are no "never came up".
+printf '%s\n' 'ok 1 merge.insmod' "merge: no guest-app.hgev from the guest: the guest never reached its files' copy" \
+	'not ok 7 merge.app_events_placed' >"$tmp/nofiles.out"
+expect guest_files_missing_is_a_failure fail "not ok 7 merge.app_events_placed" -- --rc 1 "$tmp/nofiles.out"
 
 # 7. A clean log; the same with a failing test: a failure, not a crash.
 boot >"$tmp/clean.log"
@@ -632,6 +642,47 @@ cat >"$tmp/kasan.log" <<'EOF'
 [   50.000007]  </TASK>
 EOF
 expect kasan_hgclock ours "BUG: KASAN: slab-out-of-bounds" -- "$tmp/kasan.log"
+
+# Memory corruption reported in the idle loop with a readable backtrace,
+# hgclock loaded (a fresh make check, 2026-12-04, nested many scenario on
+# 6.12: retried then as the emulator's): unexplained; without the module,
+# the emulator's.
+cat >"$tmp/stack-end.log" <<'EOF2'
+[    4.100000] hgclock: loading out-of-tree module taints kernel.
+[  210.500000] Kernel panic - not syncing: corrupted stack end detected inside scheduler
+[  210.500001] CPU: 0 UID: 0 PID: 0 Comm: swapper/0 Tainted: G           OE      6.12.118+deb12-amd64 #1  Debian 6.12.118-1~deb12u1
+[  210.500002] Call Trace:
+[  210.500003]  <TASK>
+[  210.500004]  dump_stack_lvl+0x5d/0x80
+[  210.500005]  panic+0x118/0x2ed
+[  210.500006]  __schedule+0xbde/0xbf0
+[  210.500007]  schedule_idle+0x26/0x40
+[  210.500008]  do_idle+0x166/0x2b0
+[  210.500009]  </TASK>
+[  210.500010] Kernel Offset: disabled
+[  210.500011] ---[ end Kernel panic - not syncing: corrupted stack end detected inside scheduler ]---
+EOF2
+expect stack_end_corrupted_hgclock_loaded unexplained "memory corruption reported (corrupted stack end detected), hgclock loaded" -- --rc 126 "$tmp/stack-end.log"
+grep -v 'hgclock' "$tmp/stack-end.log" | sed 's/Tainted: G           OE /Not tainted /' >"$tmp/stack-end-nomod.log"
+expect stack_end_corrupted_without_module infra "corrupted stack end detected inside scheduler at do_idle+0x166/0x2b0" -- --rc 126 "$tmp/stack-end-nomod.log"
+# A list corruption warning (CONFIG_DEBUG_LIST: a warning, not fatal),
+# outside hgclock's code, hgclock loaded: unexplained, not "decides nothing".
+cat >"$tmp/list.log" <<'EOF2'
+[    4.100000] hgclock: loading out-of-tree module taints kernel.
+[   60.000001] ------------[ cut here ]------------
+[   60.000002] list_add corruption. prev->next should be next (ffff8880041e2a10), but was 0000000000000000. (prev=ffff888004a3c3f8).
+[   60.000003] WARNING: CPU: 1 PID: 301 at lib/list_debug.c:32 __list_add_valid_or_report+0x9c/0xd0
+[   60.000004] Modules linked in: hgclock(OE) kvm_amd kvm
+[   60.000005] RIP: 0010:__list_add_valid_or_report+0x9c/0xd0
+[   60.000006] Call Trace:
+[   60.000007]  <TASK>
+[   60.000008]  insert_work+0x46/0xd0
+[   60.000009]  __queue_work+0x1d2/0x410
+[   60.000010]  </TASK>
+[   60.000011] ---[ end trace 0000000000000000 ]---
+EOF2
+printf '%s\n' 'ok 1 ring_test.open' >"$tmp/list-ok.out"
+expect list_corruption_warning_loaded unexplained "memory corruption reported (list_add corruption)" -- --rc 0 "$tmp/list.log" "$tmp/list-ok.out"
 
 # 8. 6.1's taint flags run together ("OE"): the out-of-tree taint still
 # says hgclock was loaded, for a report that cannot be read.
@@ -673,10 +724,16 @@ cat >"$tmp/init-oops.log" <<'EOF2'
 [   78.153044] Kernel panic - not syncing: Attempted to kill init! exitcode=0x00000009
 [   78.153500] Kernel Offset: disabled
 EOF2
-expect init_oops_panic_follows_oops infra "at do_syscall_64+0x87/0x1b0" -- --rc 126 "$tmp/init-oops.log"
-# The same oops in another task: nothing in the log ties init's death
+# A NULL write in do_syscall_64 is a clobbered register, hgclock loaded:
+# unexplained (issue 29), not the emulator's until seen without it.
+expect init_oops_panic_follows_oops unexplained "at do_syscall_64+0x87/0x1b0; memory corruption reported (a fault at do_syscall_64" -- --rc 126 "$tmp/init-oops.log"
+# The same oops elsewhere (a readable location, no sign of corruption):
+# the emulator's, and the panic is its.
+sed 's/do_syscall_64+0x87/vfs_write+0x87/' "$tmp/init-oops.log" >"$tmp/init-oops-vfs.log"
+expect init_oops_elsewhere_infra infra "at vfs_write+0x87/0x1b0" -- --rc 126 "$tmp/init-oops-vfs.log"
+# That oops in another task: nothing in the log ties init's death
 # to it, so the panic stays a report of its own, unreadable: unexplained.
-sed 's/PID: 1 Comm: stage2/PID: 77 Comm: busybox/' "$tmp/init-oops.log" >"$tmp/other-oops.log"
+sed 's/PID: 1 Comm: stage2/PID: 77 Comm: busybox/' "$tmp/init-oops-vfs.log" >"$tmp/other-oops.log"
 expect init_panic_after_other_task_oops unexplained "Attempted to kill init! exitcode=0x00000009 with no readable backtrace" -- --rc 126 "$tmp/other-oops.log"
 
 # The runner's tail of a dead VM's console (tools/vm/run's console_tail,
