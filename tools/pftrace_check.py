@@ -15,7 +15,9 @@ and checks what merge.rst says of the file:
     track's open slice), and on a CPU track (host or guest) no two vCPU
     runs are open at once;
   - every flow starts on a host CPU's run slice and ends, at the same
-    instant, on the guest CPU's slice of that run;
+    instant, on the guest CPU's slice of that run; or (merge --analyze,
+    category "hgclock.analyze") starts on a guest thread's preemption
+    and ends, at the same instant, on an instant of the host;
   - every guest trace event whose vCPU the records place on a host CPU
     (a "host_cpu" >= 0 without "not-running"/"no-host-cpu") lies, both
     ends included, in a run slice of its guest and vCPU, on that host
@@ -159,7 +161,7 @@ def main(proto, path, merged=None):
             for fid in te.get('flow_ids', []):
                 if fid in flows_start:
                     fail('flow %d started twice' % fid)
-                flows_start[fid] = (ts, machine)
+                flows_start[fid] = (ts, machine, cat)
             for fid in te.get('terminating_flow_ids', []):
                 if fid in flows_end:
                     fail('flow %d ended twice' % fid)
@@ -177,7 +179,13 @@ def main(proto, path, merged=None):
                 else:
                     runs_guest[(machine, bargs.get('vcpu'))].append((t0, ts, bargs))
         elif typ == 'TYPE_INSTANT':
-            if cat == 'hgclock':
+            if cat == 'hgclock.analyze':
+                # the host task that ran instead of a vCPU: a flow's end
+                for fid in te.get('terminating_flow_ids', []):
+                    if fid in flows_end:
+                        fail('flow %d ended twice' % fid)
+                    flows_end[fid] = (ts, machine)
+            elif cat == 'hgclock':
                 nr_marks += 1        # a disruption that never ended: an instant
             elif cat not in ('app', 'perf', 'vcpu'):
                 trace_events.append((ts, machine, uuid, one(te, 'name'), args))
@@ -186,10 +194,14 @@ def main(proto, path, merged=None):
     for uuid, st in open_slices.items():
         if st and tracks[uuid][0] >= -1 and one(st[-1][1], 'categories') == 'vcpu':
             fail('a vCPU run left open on %s' % tracks[uuid][1])
-    for fid, (ts, machine) in flows_start.items():
+    for fid, (ts, machine, cat) in flows_start.items():
         end = flows_end.get(fid)
         if end is None:
             fail('flow %d never ends' % fid)
+        elif cat == 'hgclock.analyze':
+            if machine < 0 or end[1] != -1 or end[0] != ts:
+                fail('flow %d: a preemption of machine %d at %d to machine %d at %d' %
+                     (fid, machine, ts, end[1], end[0]))
         elif machine != -1 or end[1] < 0 or end[0] != ts:
             fail('flow %d: from machine %d at %d to machine %d at %d' % (fid, machine, ts, end[1], end[0]))
     for fid in flows_end:

@@ -72,8 +72,11 @@ def main():
     report = os.path.join(d, "report.txt")
     if "--perf" in apps or "--guest-perf" in apps:
         apps += ["--report", report, "--sort", "guest,pcpu,vcpu,comm,sym"]
+    # --analyze-json: the Perfetto trace carries each guest thread's
+    # time on the host too, checked against this report below.
+    ajs = os.path.join(d, "analyze.json")
     p = subprocess.run([tool, "merge", corr, host, guest, "-o", txt, "--json", js, "--perfetto", pf,
-                        "--no-progress"] + apps, capture_output=True, text=True)
+                        "--analyze-json", ajs, "--no-progress"] + apps, capture_output=True, text=True)
     print("# " + p.stderr.strip().replace("\n", "\n# "))
     tap(p.returncode == 0, "runs", "exit %d" % p.returncode)
     if p.returncode:
@@ -90,8 +93,18 @@ def main():
                            capture_output=True, text=True)
         out = (r.stdout + r.stderr).strip().split("\n")
         tap(r.returncode == 0, "perfetto_invariants", " | ".join(out[:6]))
+        # Each guest thread's track: its slices and pieces are the
+        # report's split to the ns, each preemption a flow to the host
+        # task that ran instead (this recording has the host's
+        # sched_switch, the unit tests' has not).
+        r = subprocess.run([sys.executable, os.path.join(top, "tools", "pftrace_analyze_check.py"),
+                            os.path.join(top, "user", "merge", "perfetto_trace.proto"), pf, ajs],
+                           capture_output=True, text=True)
+        out = (r.stdout + r.stderr).strip().split("\n")
+        tap(r.returncode == 0, "perfetto_analysis", " | ".join(out[:6]))
     else:
         skip("perfetto_invariants", "no protoc (tools/deps.sh installs protobuf-compiler)")
+        skip("perfetto_analysis", "no protoc (tools/deps.sh installs protobuf-compiler)")
 
     tids = set()
     with open(os.path.join(d, "vcpu-tids")) as f:

@@ -214,7 +214,8 @@ fi
 # sides, and the same trace events at the same ns as merge's text.
 pfcheck() { python3 "$top/tools/pftrace_check.py" "$top/user/merge/perfetto_trace.proto" "$@" 2>&1; }
 if ! command -v protoc >/dev/null; then
-	for t in pftrace_invariants pftrace_filtered pftrace_app_tracks pftrace_checker_catches; do
+	for t in pftrace_invariants pftrace_filtered pftrace_app_tracks pftrace_checker_catches \
+		pftrace_analysis_is_the_report pftrace_analysis_checker_catches; do
 		skip "$t" "no protoc (tools/deps.sh installs protobuf-compiler)"
 	done
 else
@@ -259,6 +260,31 @@ else
 	run -- "${merge_in[@]}" --no-text --perfetto /dev/full
 	expect pftrace_full_device 1 'perfetto.*No space left on device'
 	no_temp_left pftrace_no_temp_left
+	# With --analyze: each guest thread's time on the host, a track per
+	# thread (analyze.rst, "In Perfetto"); tools/pftrace_analyze_check.py
+	# holds it to the same run's report: slices add up to each thread's
+	# wall, pieces to its split by component and exit reason, to the ns.
+	run -- merge merge.hgc host.dat guest.dat -o pfan.txt --analyze-json pfan.json --perfetto an.pftrace
+	expect pftrace_analysis_summary 0 'guest threads on the host: [1-9][0-9]* slices with [1-9][0-9]* exits'
+	ancheck() { python3 "$top/tools/pftrace_analyze_check.py" "$top/user/merge/perfetto_trace.proto" "$@" 2>&1; }
+	if msg=$(ancheck an.pftrace pfan.json) && pfmsg=$(pfcheck an.pftrace pfan.txt); then
+		ok pftrace_analysis_is_the_report
+	else
+		not_ok pftrace_analysis_is_the_report "${msg//$'\n'/ | } ${pfmsg:-}"
+	fi
+	# The checker fails when it should: a report 1 ns off, a trace without the analysis.
+	python3 -c '
+import json, sys
+r = json.load(open(sys.argv[1]))
+t = max(r["threads"], key=lambda t: t["split"]["exits"])
+t["split"]["exits"] += 1
+t["split"]["exit_reasons"][0]["ns"] += 1
+json.dump(r, open(sys.argv[2], "w"))' pfan.json pfan-off.json
+	if ! ancheck an.pftrace pfan-off.json >/dev/null && ! ancheck out.pftrace pfan.json >/dev/null; then
+		ok pftrace_analysis_checker_catches
+	else
+		not_ok pftrace_analysis_checker_catches "a report 1 ns off or a trace without the analysis passed"
+	fi
 fi
 # The JSON: each vCPU run on its host CPU and on its guest CPU, a flow
 # from the one to the other at the run's start.

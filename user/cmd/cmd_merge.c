@@ -137,7 +137,9 @@ static void merge_usage(FILE *out)
 		"                      FILE for the host, STEM-gG.dat for guest G, guest\n"
 		"                      events stamped in host time\n"
 		"  --perfetto FILE     a Perfetto trace (protobuf): a machine per VM, vCPU runs\n"
-		"                      on the host CPUs, guest events nested under them\n"
+		"                      on the host CPUs, guest events nested under them; with\n"
+		"                      --analyze*, a track per guest thread with its exits and\n"
+		"                      host preemptions (a flow to the task that ran instead)\n"
 		"  --method M          auto (default: the best), kvm-exact, exit, probe or marker\n"
 		"                      only (marker: 'hgclock pairmark' markers in a guest trace)\n"
 		"  --recompute         ignore the mapping stored in CORR, compute it again\n"
@@ -272,11 +274,23 @@ static void pf_summary(const char *path, const struct hgm_pf_result *r, bool qui
 	if (r->nr_runs_clipped)
 		hg_err("warning: --perfetto: %" PRIu64 " vCPU runs overlapped another on their "
 		       "host CPU: cut where the earlier ends", r->nr_runs_clipped);
+	if (r->nr_an_uncertain_drawn)
+		hg_err("warning: --perfetto: %" PRIu64 " guest thread slices with unbounded ends "
+		       "had their exits drawn before that was known: marked there, not attributed "
+		       "in --analyze's report", r->nr_an_uncertain_drawn);
+	if (r->nr_an_overlap)
+		hg_err("warning: --perfetto: %" PRIu64 " guest thread slices overlapped the thread's "
+		       "previous one (lost switches): not drawn", r->nr_an_overlap);
 	if (quiet)
 		return;
 	fprintf(stderr, "hgclock merge: Perfetto trace: %s (%" PRIu64 " events, %" PRIu64
 		" vCPU runs, %" PRIu64 " bytes); open it in ui.perfetto.dev\n",
 		hg_output_name(path), r->nr_events, r->nr_runs, r->bytes);
+	if (r->nr_an_slices || r->nr_an_uncertain)
+		fprintf(stderr, "hgclock merge: Perfetto trace: guest threads on the host: %" PRIu64
+			" slices with %" PRIu64 " exits, preemptions and host sleeps, %" PRIu64
+			" uncertain (within their bounds)\n", r->nr_an_slices, r->nr_an_pieces,
+			r->nr_an_uncertain);
 }
 
 /* One thread: the engine and the outputs directly. */
@@ -849,7 +863,8 @@ int cmd_merge(int argc, char **argv)
 		if (hg_output_open(&po, pf_path))
 			goto out;
 		setvbuf(po.f, NULL, _IOFBF, 1 << 20);
-		rc = hgm_pf_run(&par, po.f, &pres, !tout && !jout && !dat_path ? &res : NULL, err,
+		rc = hgm_pf_run(&par, po.f, &pres, !tout && !jout && !dat_path ? &res : NULL,
+				analyze_path || analyze_json_path || analyze_svg_path, err,
 				sizeof(err));
 		res.filtered = filtering;
 		if (rc) {

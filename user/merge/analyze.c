@@ -299,8 +299,9 @@ static int charge_hook(struct hga *a, const struct hga_vcpu_state *v, uint64_t t
 		       enum hga_comp c, uint64_t key, uint64_t count)
 {
 	struct hga_charge ch = {
-		.guest = v->guest, .vcpu = v->vcpu, .tid = v->tid, .t0 = t0, .t1 = t1,
-		.comp = c, .key = key, .count = count,
+		.guest = v->guest, .vcpu = v->vcpu, .tid = v->tid, .comm = v->comm,
+		.slice_ns = clip(a, v->start_ns), .t0 = t0, .t1 = t1, .comp = c, .key = key,
+		.count = count,
 	};
 
 	return a->opt.charge_cb ? a->opt.charge_cb(a->opt.ctx, &ch) : 0;

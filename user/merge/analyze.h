@@ -112,6 +112,8 @@ struct hga_slice {
 /* A piece of an open slice's time charged to one component (or a count, t0 == t1). */
 struct hga_charge {
 	int32_t guest, vcpu, tid;	/* the slice's guest thread */
+	const char *comm;		/* its name (HGA_COMM_LEN), valid during the call */
+	uint64_t slice_ns;		/* the open slice's start, clipped to the window */
 	uint64_t t0, t1;		/* host ns [t0, t1), clipped to the window */
 	enum hga_comp comp;
 	uint64_t key;			/* exit reason or host tid, as the buckets' */

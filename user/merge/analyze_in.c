@@ -254,8 +254,9 @@ static int parse_slice(struct feed *f, const char *spec, char *err, size_t err_l
 	return 0;
 }
 
-int hga_merge_run(const struct hgm_par *par, FILE *text, FILE *json, FILE *svg,
-		  const char *slice, char *err, size_t err_len)
+static int merge_run(const struct hgm_par *par, FILE *text, FILE *json, FILE *svg,
+		     const char *slice, const struct hgr_options *ropt, char *err,
+		     size_t err_len)
 {
 	static struct hgm_filter filter;	/* large: not on the stack */
 	static struct hgr r;			/* not moved while in use */
@@ -306,7 +307,7 @@ int hga_merge_run(const struct hgm_par *par, FILE *text, FILE *json, FILE *svg,
 		/* --to includes its end; the engine's window does not */
 		aopt.to_ns = hgm_host_ns(&m, v) + 1;
 	}
-	if (!ret && hgr_init(&r, aopt.from_ns, aopt.to_ns, NULL)) {
+	if (!ret && hgr_init(&r, aopt.from_ns, aopt.to_ns, ropt)) {
 		snprintf(err, err_len, "--analyze: --from is not before --to");
 		ret = HGM_E_INPUT;
 	}
@@ -340,4 +341,16 @@ int hga_merge_run(const struct hgm_par *par, FILE *text, FILE *json, FILE *svg,
 	hgr_free(&r);
 	hgm_close(&m);
 	return ret;
+}
+
+int hga_merge_run(const struct hgm_par *par, FILE *text, FILE *json, FILE *svg,
+		  const char *slice, char *err, size_t err_len)
+{
+	return merge_run(par, text, json, svg, slice, NULL, err, err_len);
+}
+
+int hga_merge_engine(const struct hgm_par *par, const struct hgr_options *opt, char *err,
+		     size_t err_len)
+{
+	return merge_run(par, NULL, NULL, NULL, NULL, opt, err, err_len);
 }

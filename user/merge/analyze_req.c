@@ -214,7 +214,13 @@ static int on_charge(void *ctx, const struct hga_charge *ch)
 	struct hgr *r = ctx;
 	struct hgr_thread *t;
 	enum hgr_comp c;
+	int ret;
 
+	if (r->opt.charge_cb) {
+		ret = r->opt.charge_cb(r->opt.ctx, &r->a, ch);
+		if (ret)
+			return ret;
+	}
 	if (ch->tid <= 0 || (unsigned int)ch->comp >= HGA_NR_COMP)
 		return 0;
 	t = find(r, tkey(ch->guest, ch->tid));
@@ -245,6 +251,14 @@ static void charge_off(struct hgr *r, struct hgr_thread *t, uint64_t at)
 
 static int json_section(void *ctx, struct json_writer *w);
 
+/* A closed slice, to the options' slice_cb (after its last charge). */
+static int on_slice(void *ctx, const struct hga_slice *s)
+{
+	struct hgr *r = ctx;
+
+	return r->opt.slice_cb(r->opt.ctx, &r->a, s);
+}
+
 int hgr_init(struct hgr *r, uint64_t from_ns, uint64_t to_ns, const struct hgr_options *opt)
 {
 	struct hga_options aopt = {
@@ -255,6 +269,8 @@ int hgr_init(struct hgr *r, uint64_t from_ns, uint64_t to_ns, const struct hgr_o
 	memset(r, 0, sizeof(*r));
 	if (opt)
 		r->opt = *opt;
+	if (r->opt.slice_cb)
+		aopt.slice_cb = on_slice;
 	if (!r->opt.top)
 		r->opt.top = 10;
 	if (r->opt.top > HGR_MAX_TOP)

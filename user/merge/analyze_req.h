@@ -84,7 +84,14 @@ struct hgr_request {
 struct hgr_options {
 	/* Each closed request (NULL: none), its split valid during the call; 0 to go on. */
 	int (*req_cb)(void *ctx, const struct hgr_request *rq);
-	void *ctx;
+	/*
+	 * The engine's own callbacks, passed through (NULL: none): each
+	 * charge to an open slice, in time order per vCPU, and each closed
+	 * slice after its last charge; @a is the engine (its names).  0 to go on.
+	 */
+	int (*charge_cb)(void *ctx, const struct hga *a, const struct hga_charge *ch);
+	int (*slice_cb)(void *ctx, const struct hga *a, const struct hga_slice *s);
+	void *ctx;			/* the three callbacks' */
 	unsigned int top;		/* the slowest kept for the report (<= HGR_MAX_TOP) */
 };
 
@@ -142,5 +149,13 @@ int hgr_percentile(struct hgr *r, unsigned int c, unsigned int pct, uint64_t *ns
  * hga_report_json().  Both sort the kept components (the percentiles).
  */
 int hgr_report_text(struct hgr *r, FILE *out);
+
+/*
+ * merge --perfetto with --analyze (analyze_in.c): @par's trace inputs
+ * through the engine as hga_merge_run() does, no report: only @opt's
+ * callbacks see the result.  0, or an HGM_E_* with @err.
+ */
+int hga_merge_engine(const struct hgm_par *par, const struct hgr_options *opt, char *err,
+		     size_t err_len);
 
 #endif /* HGCLOCK_ANALYZE_REQ_H */

@@ -485,15 +485,23 @@ struct hgm_pf_result {
 	uint64_t nr_runs;		/* vCPU runs written */
 	uint64_t nr_runs_clipped;	/* ... cut short: they overlapped on a host CPU */
 	uint64_t nr_packets, bytes;	/* the file's packets and size */
+	/* the analysis (analysis set): guest threads' slices on the host */
+	uint64_t nr_an_slices;		/* certain slices, with their pieces */
+	uint64_t nr_an_uncertain;	/* slices within their ends' bounds: no pieces */
+	uint64_t nr_an_pieces;		/* exits, preemptions, host sleeps, disruptions */
+	uint64_t nr_an_uncertain_drawn;	/* ... of them found so after their pieces were written */
+	uint64_t nr_an_overlap;		/* slices of a thread on two vCPUs at once: not drawn */
 };
 
 /*
  * @par's inputs merged again on one thread (its filter applies) into a
  * Perfetto trace on @out (Documentation/merge.rst, "Perfetto trace"),
- * and the summary's counts into @counts (when not NULL).  0, or an
- * HGM_E_* with @err.
+ * and the summary's counts into @counts (when not NULL); with @analysis
+ * (merge --analyze), each guest thread's time on the host too
+ * (Documentation/analyze.rst, "In Perfetto").  0, or an HGM_E_* with
+ * @err.
  */
 int hgm_pf_run(const struct hgm_par *par, FILE *out, struct hgm_pf_result *res,
-	       struct hgm_par_result *counts, char *err, size_t err_len);
+	       struct hgm_par_result *counts, bool analysis, char *err, size_t err_len);
 
 #endif /* HGCLOCK_MERGE_H */

@@ -19,13 +19,22 @@
  *     slices on their thread's track, perf samples instants;
  *   - each vCPU run (the correlation's tracking records) twice: a slice
  *     on its host CPU's track and one on the guest CPU's track, under
- *     which that run's guest events nest, joined by a flow.
+ *     which that run's guest events nest, joined by a flow;
+ *   - with merge --analyze (the analysis, below): each guest thread's
+ *     time as the host saw it, on a track of its own: a slice per time
+ *     the guest ran it on a vCPU, and in it a slice per VM exit (by
+ *     reason), host preemption (a flow to an instant on the track of the
+ *     host task that ran instead), sleep of the vCPU thread on the host
+ *     and disruption.
  *
  * Memory: one packet's buffer and the application threads already
  * described, whatever the number of events: the events are written as
  * the merge hands them over, in host time order.  The runs come last,
  * from the correlation (already in memory); Perfetto sorts a file's
- * packets by time before it reads the events.
+ * packets by time before it reads the events.  The analysis is a pass of
+ * its own after them, holding each vCPU's open slice's pieces (at most
+ * PF_AN_MAX_PIECES) until the slice closes: only then is it known
+ * whether the slice is longer than its ends' bounds (certain).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -37,6 +46,7 @@
 #include <event-parse.h>
 #include <trace-seq.h>
 
+#include "analyze_req.h"
 #include "appev.h"
 #include "merge.h"
 #include "perfetto_trace.pb-c.h"
@@ -61,6 +71,8 @@ typedef Perfetto__Protos__DebugAnnotation pf_arg;
 #define PF_KIND_CPU		1
 #define PF_KIND_THREAD		2
 #define PF_KIND_MARKS		3	/* a machine's "hgclock disruptions" track */
+#define PF_KIND_GTHREAD		4	/* a guest thread's time on the host (--analyze) */
+#define PF_KIND_HOSTTASK	5	/* a host task that ran instead of a vCPU (--analyze) */
 
 static uint64_t track_uuid(int guest, unsigned int kind, uint32_t id)
 {
@@ -568,8 +580,350 @@ static int pf_marks(struct pf *pf)
 	return ret ? -1 : 0;
 }
 
+/* ---- the analysis: where each guest thread's time went (merge --analyze) ---- */
+
+/*
+ * A vCPU's open slice's pieces, coalesced: consecutive charges of one
+ * component and key make one piece, unless an exit or preemption began
+ * between them (a count charge).  They are held until the slice closes,
+ * when its certainty is known, or until PF_AN_MAX_PIECES are held: a
+ * guest thread that runs for seconds without a switch has that many
+ * exits, and is then written as it goes (a slice that long is longer
+ * than any bound but none: see an_slice()).
+ */
+#define PF_AN_MAX_PIECES	4096
+/* Flow ids of the analysis, above the runs' (their index + 1). */
+#define PF_AN_FLOW_BASE		(1ULL << 48)
+
+struct pf_piece {
+	uint64_t t0, t1, key;
+	enum hga_comp comp;
+};
+
+struct pf_vbuf {
+	int32_t guest, vcpu;
+	struct pf_piece *p;
+	uint32_t n, cap;
+	bool cut;		/* the next charge begins a piece */
+	bool begun;		/* its slice's begin is written (pieces flushed early) */
+	bool skip;		/* it overlaps the thread's previous slice: not drawn */
+	uint64_t start_ns;	/* the open slice's start (clipped), from its charges */
+};
+
+struct pf_an {
+	struct pf *pf;
+	const struct hga *a;
+	struct pf_vbuf *v;	/* by vCPU, searched linearly (tens) */
+	uint32_t nr_v, cap_v;
+	struct pf_seen tracks;	/* the analysis's tracks described */
+	/* each guest thread track's last slice end, to keep slices nested */
+	struct { uint64_t uuid, end_ns; } *last;
+	uint32_t nr_last, cap_last;
+	uint64_t next_flow;
+};
+
+/* The guest thread a slice is of. */
+struct pf_who {
+	int32_t guest, vcpu, tid;
+	const char *comm;
+};
+
+static bool pf_drawn(enum hga_comp c)
+{
+	return c == HGA_C_EXIT || c == HGA_C_PREEMPTED || c == HGA_C_HOST_BLOCKED ||
+	       c == HGA_C_DISRUPTED;
+}
+
+static struct pf_vbuf *an_vbuf(struct pf_an *an, int32_t guest, int32_t vcpu)
+{
+	struct pf_vbuf *v;
+
+	for (uint32_t i = 0; i < an->nr_v; i++)
+		if (an->v[i].guest == guest && an->v[i].vcpu == vcpu)
+			return &an->v[i];
+	if (an->nr_v == an->cap_v) {
+		uint32_t cap = an->cap_v ? 2 * an->cap_v : 16;
+
+		v = realloc(an->v, cap * sizeof(*v));
+		if (!v)
+			return NULL;
+		an->v = v;
+		an->cap_v = cap;
+	}
+	v = &an->v[an->nr_v++];
+	memset(v, 0, sizeof(*v));
+	v->guest = guest;
+	v->vcpu = vcpu;
+	return v;
+}
+
+/* The last slice end on guest thread track @uuid (0: none yet), created on demand. */
+static uint64_t *an_last_end(struct pf_an *an, uint64_t uuid)
+{
+	uint32_t i;
+
+	for (i = 0; i < an->nr_last; i++)
+		if (an->last[i].uuid == uuid)
+			return &an->last[i].end_ns;
+	if (an->nr_last == an->cap_last) {
+		uint32_t cap = an->cap_last ? 2 * an->cap_last : 64;
+		void *l = realloc(an->last, cap * sizeof(*an->last));
+
+		if (!l)
+			return NULL;
+		an->last = l;
+		an->cap_last = cap;
+	}
+	an->last[i].uuid = uuid;
+	an->last[i].end_ns = 0;
+	an->nr_last++;
+	return &an->last[i].end_ns;
+}
+
+/* A track of the analysis, described the first time (@machine -1: the host's). */
+static int an_track(struct pf_an *an, int machine, uint64_t uuid, const char *name)
+{
+	int ret = seen_add(&an->tracks, uuid);
+
+	if (ret < 0) {
+		an->pf->failed_errno = ENOMEM;
+		return -1;
+	}
+	return ret ? put_track(an->pf, machine, uuid, track_uuid(machine, PF_KIND_MACHINE, 0),
+			       name, NULL) : 0;
+}
+
+static uint64_t an_thread_track(const struct pf_who *w)
+{
+	return track_uuid(w->guest, PF_KIND_GTHREAD, (uint32_t)w->tid);
+}
+
+/* A piece: a slice on the thread's track; a preemption's flow to the host task. */
+static int an_piece(struct pf_an *an, const struct pf_who *w, const struct pf_piece *pc)
+{
+	const Perfetto__Protos__TrackEvent__Type begin =
+		PERFETTO__PROTOS__TRACK_EVENT__TYPE__TYPE_SLICE_BEGIN;
+	const Perfetto__Protos__TrackEvent__Type end =
+		PERFETTO__PROTOS__TRACK_EVENT__TYPE__TYPE_SLICE_END;
+	struct pf *pf = an->pf;
+	struct pf_args arg = { .nr = 0 };
+	char name[96], label[48], host[96];
+	uint64_t flow = 0, host_track, track = an_thread_track(w);
+	const char *comm;
+
+	switch (pc->comp) {
+	case HGA_C_EXIT:
+		hga_exit_label(label, sizeof(label), pc->key);
+		snprintf(name, sizeof(name), "exit %s", label);
+		break;
+	case HGA_C_PREEMPTED:
+		comm = hga_host_name(an->a, pc->key);
+		snprintf(name, sizeof(name), "preempted by %s %" PRId32, comm, (int32_t)pc->key);
+		flow = an->next_flow++;
+		host_track = track_uuid(-1, PF_KIND_HOSTTASK, (uint32_t)pc->key);
+		snprintf(host, sizeof(host), "%s %" PRId32 ": ran instead of vCPUs", comm,
+			 (int32_t)pc->key);
+		if (an_track(an, -1, host_track, host))
+			return -1;
+		snprintf(host, sizeof(host), "instead of g%" PRId32 " vCPU %" PRId32 " (%s %" PRId32 ")",
+			 w->guest, w->vcpu, w->comm, w->tid);
+		arg_uint(&arg, "ns", pc->t1 - pc->t0);
+		if (put_event(pf, -1, pc->t0, host_track,
+			      PERFETTO__PROTOS__TRACK_EVENT__TYPE__TYPE_INSTANT, "hgclock.analyze",
+			      host, &arg, NULL, &flow))
+			return -1;
+		break;
+	case HGA_C_HOST_BLOCKED:
+		snprintf(name, sizeof(name), "vCPU thread asleep on the host");
+		break;
+	default:
+		snprintf(name, sizeof(name), "disrupted (migration or restore)");
+		break;
+	}
+	pf->res->nr_an_pieces++;
+	return put_event(pf, w->guest, pc->t0, track, begin, "hgclock.analyze", name, NULL,
+			 flow ? &flow : NULL, NULL) ||
+	       put_event(pf, w->guest, pc->t1, track, end, "hgclock.analyze", NULL, NULL, NULL,
+			 NULL);
+}
+
+/*
+ * The slice's begin on its thread's track (the track described first),
+ * unless it would overlap the thread's previous slice (the guest had the
+ * thread on two vCPUs at once: a lost switch): then v->skip.
+ */
+static int an_begin(struct pf_an *an, struct pf_vbuf *v, const struct pf_who *w,
+		    uint64_t t0, const char *name, struct pf_args *arg)
+{
+	uint64_t track = an_thread_track(w), *last;
+	char tname[64];
+
+	v->begun = true;
+	snprintf(tname, sizeof(tname), "%s %" PRId32 ": on the host", w->comm, w->tid);
+	last = an_last_end(an, track);
+	if (!last) {
+		an->pf->failed_errno = ENOMEM;
+		return -1;
+	}
+	if (an_track(an, w->guest, track, tname))
+		return -1;
+	if (t0 < *last) {
+		an->pf->res->nr_an_overlap++;
+		v->skip = true;
+		return 0;
+	}
+	*last = UINT64_MAX;	/* open: until its end */
+	return put_event(an->pf, w->guest, t0, track,
+			 PERFETTO__PROTOS__TRACK_EVENT__TYPE__TYPE_SLICE_BEGIN, "hgclock.analyze",
+			 name, arg, NULL, NULL);
+}
+
+/* The held pieces written (the slice's begin first, if not yet). */
+static int an_flush(struct pf_an *an, struct pf_vbuf *v, const struct pf_who *w)
+{
+	char name[64];
+	int ret = 0;
+
+	if (!v->begun) {
+		snprintf(name, sizeof(name), "on vCPU %" PRId32, w->vcpu);
+		ret = an_begin(an, v, w, v->start_ns, name, NULL);
+	}
+	for (uint32_t i = 0; i < v->n && !ret && !v->skip; i++)
+		ret = an_piece(an, w, &v->p[i]);
+	v->n = 0;
+	return ret;
+}
+
+static int an_charge(void *ctx, const struct hga *a, const struct hga_charge *ch)
+{
+	struct pf_an *an = ctx;
+	struct pf_vbuf *v = an_vbuf(an, ch->guest, ch->vcpu);
+	struct pf_who w = { ch->guest, ch->vcpu, ch->tid, ch->comm };
+	struct pf_piece *last;
+
+	an->a = a;
+	if (!v) {
+		an->pf->failed_errno = ENOMEM;
+		return -1;
+	}
+	v->start_ns = ch->slice_ns;
+	if (ch->t1 == ch->t0) {
+		/* a count: an exit or preemption begins here */
+		v->cut = true;
+		return 0;
+	}
+	/* thread 0 is each vCPU's idle task: not drawn (an_slice()) */
+	if (!pf_drawn(ch->comp) || ch->tid <= 0) {
+		v->cut = false;
+		return 0;
+	}
+	last = v->n ? &v->p[v->n - 1] : NULL;
+	if (last && !v->cut && last->comp == ch->comp && last->key == ch->key &&
+	    last->t1 == ch->t0) {
+		last->t1 = ch->t1;
+		return 0;
+	}
+	v->cut = false;
+	if (v->n == PF_AN_MAX_PIECES && an_flush(an, v, &w))
+		return -1;
+	if (v->n == v->cap) {
+		uint32_t cap = v->cap ? 2 * v->cap : 64;
+		struct pf_piece *p = realloc(v->p, cap * sizeof(*p));
+
+		if (!p) {
+			an->pf->failed_errno = ENOMEM;
+			return -1;
+		}
+		v->p = p;
+		v->cap = cap;
+	}
+	v->p[v->n++] = (struct pf_piece){ ch->t0, ch->t1, ch->key, ch->comp };
+	return 0;
+}
+
+/*
+ * A closed slice: the guest thread's slice on its track and, when the
+ * slice is longer than its ends' bounds, its pieces inside it.  An
+ * uncertain one is drawn, named so, without pieces: its split is not
+ * attributed (analyze.rst, "Bounds").  One whose pieces were written as
+ * it went (more than PF_AN_MAX_PIECES) and then turns out uncertain (its
+ * ends unbounded) gets an instant that says so at its end, and is counted.
+ */
+static int an_slice(void *ctx, const struct hga *a, const struct hga_slice *s)
+{
+	struct pf_an *an = ctx;
+	struct pf *pf = an->pf;
+	struct pf_vbuf *v = an_vbuf(an, s->guest, s->vcpu);
+	struct pf_who w = { s->guest, s->vcpu, s->tid, s->comm };
+	bool uncertain = s->flags & HGA_SL_UNCERTAIN;
+	struct pf_args arg = { .nr = 0 };
+	uint64_t t0, t1, track = an_thread_track(&w), *last;
+	char name[96];
+	int ret = 0;
+
+	an->a = a;
+	if (!v) {
+		pf->failed_errno = ENOMEM;
+		return -1;
+	}
+	/* thread 0 is each vCPU's idle task: its time is the vCPU's, in the report */
+	if (s->tid <= 0 || !s->wall_ns)
+		goto out;
+	t0 = s->start_ns < a->opt.from_ns ? a->opt.from_ns : s->start_ns;
+	t1 = t0 + s->wall_ns;
+	if (!v->begun) {
+		snprintf(name, sizeof(name), "on vCPU %" PRId32 "%s", s->vcpu,
+			 uncertain ? " (uncertain: within the mapping's bounds)" : "");
+		arg_int(&arg, "guest", s->guest);
+		arg_int(&arg, "vcpu", s->vcpu);
+		arg_int(&arg, "tid", s->tid);
+		arg_uint(&arg, "wall_ns", s->wall_ns);
+		arg_uint(&arg, "bound_ns", s->bound_ns);
+		ret = an_begin(an, v, &w, t0, name, &arg);
+		if (uncertain)
+			v->n = 0;
+	} else if (uncertain && !v->skip) {
+		pf->res->nr_an_uncertain_drawn++;
+		ret = put_event(pf, s->guest, t1, track,
+				PERFETTO__PROTOS__TRACK_EVENT__TYPE__TYPE_INSTANT, "hgclock.analyze",
+				"uncertain: the slice is within its ends' bounds; its pieces are "
+				"not attributed", NULL, NULL, NULL);
+	}
+	if (!ret)
+		ret = an_flush(an, v, &w);
+	if (ret || v->skip)
+		goto out;
+	if (uncertain)
+		pf->res->nr_an_uncertain++;
+	else
+		pf->res->nr_an_slices++;
+	last = an_last_end(an, track);
+	if (last)
+		*last = t1;
+	ret = put_event(pf, s->guest, t1, track, PERFETTO__PROTOS__TRACK_EVENT__TYPE__TYPE_SLICE_END,
+			"hgclock.analyze", NULL, NULL, NULL, NULL);
+out:
+	v->n = 0;
+	v->cut = v->begun = v->skip = false;
+	return ret ? -1 : 0;
+}
+
+static int pf_analysis(struct pf *pf, const struct hgm_par *par, char *err, size_t err_len)
+{
+	struct pf_an an = { .pf = pf, .next_flow = PF_AN_FLOW_BASE };
+	struct hgr_options opt = { .charge_cb = an_charge, .slice_cb = an_slice, .ctx = &an };
+	int ret = hga_merge_engine(par, &opt, err, err_len);
+
+	for (uint32_t i = 0; i < an.nr_v; i++)
+		free(an.v[i].p);
+	free(an.v);
+	free(an.last);
+	free(an.tracks.slot);
+	return ret;
+}
+
 int hgm_pf_run(const struct hgm_par *par, FILE *out, struct hgm_pf_result *res,
-	       struct hgm_par_result *counts, char *err, size_t err_len)
+	       struct hgm_par_result *counts, bool analysis, char *err, size_t err_len)
 {
 	struct hgm m = { 0 };
 	struct pf pf = { .m = &m, .out = out, .res = res, .min_ns = UINT64_MAX };
@@ -591,6 +945,26 @@ int hgm_pf_run(const struct hgm_par *par, FILE *out, struct hgm_pf_result *res,
 			 strerror(pf.failed_errno ? pf.failed_errno : errno ? errno : EIO));
 		ret = HGM_E_SYSTEM;
 		goto out;
+	}
+	/*
+	 * The analysis's pass needs its own merge of the inputs: hgm_run()
+	 * has handed this one's events out.  An error of the analysis's
+	 * input (its window) is said as such; one of writing as above.
+	 */
+	if (analysis) {
+		ret = pf_analysis(&pf, par, err, err_len);
+		if (ret && pf.failed_errno) {
+			snprintf(err, err_len, "writing the Perfetto trace: %s",
+				 strerror(pf.failed_errno));
+			ret = HGM_E_SYSTEM;
+		}
+		if (!ret && fflush(out)) {
+			snprintf(err, err_len, "writing the Perfetto trace: %s",
+				 strerror(errno ? errno : EIO));
+			ret = HGM_E_SYSTEM;
+		}
+		if (ret)
+			goto out;
 	}
 	if (counts)
 		hgm_result(&m, counts);
