@@ -8,10 +8,13 @@
 # PROTO is user/merge/perfetto_trace.proto; protoc decodes the trace.
 # For every guest thread of the report:
 #   - its track's slices ("on vCPU N") do not overlap, and their walls
-#     add up to the report's wall_ns + uncertain_ns;
+#     with those of the slices not drawn (an instant "not drawn: ..."
+#     with the wall it leaves out: a lost switch) add up to the report's
+#     wall_ns + uncertain_ns;
 #   - every piece (exit, preemption, host sleep, disruption) lies inside
-#     one of them, pieces do not overlap, and their ns add up, by
-#     component and by exit reason, to the report's split exactly;
+#     one of them, and their ns add up, by component and by exit reason,
+#     to the report's split exactly (at most, for a thread with slices
+#     not drawn);
 #   - every preemption has a flow to an instant on a host task's track.
 # Prints one summary line; exit status 0 when all hold, 1 otherwise.
 import collections
@@ -29,24 +32,32 @@ def decode(proto, path):
 
 
 def packets(text):
-    """The decoded packets as dicts of the fields this check reads."""
+    """The decoded packets as dicts: the track event's and the track
+    descriptor's fields by name, "args" the debug annotations' values."""
     cur = None
-    depth = 0
+    blocks = []
+    ann = None
     for line in text.splitlines():
         s = line.strip()
-        if s == 'packet {' and depth == 0:
-            cur = {'flow_ids': [], 'term': []}
-            depth = 1
+        if s == 'packet {' and not blocks:
+            cur = {'flow_ids': [], 'term': [], 'args': {}, 'blocks': []}
+            blocks = ['packet']
             continue
         if cur is None:
             continue
         if s.endswith('{'):
-            depth += 1
-            cur.setdefault('blocks', []).append(s[:-1].strip())
+            name = s[:-1].strip()
+            blocks.append(name)
+            cur['blocks'].append(name)
+            if name == 'debug_annotations':
+                ann = {}
             continue
         if s == '}':
-            depth -= 1
-            if depth == 0:
+            if blocks and blocks[-1] == 'debug_annotations' and ann is not None:
+                cur['args'][ann.get('name')] = ann.get('value')
+                ann = None
+            blocks.pop()
+            if not blocks:
                 yield cur
                 cur = None
             continue
@@ -54,12 +65,18 @@ def packets(text):
         if not m:
             continue
         k, v = m.group(1), m.group(2)
-        if k == 'flow_ids':
+        v = v[1:-1] if v.startswith('"') else v
+        if blocks[-1] == 'debug_annotations':
+            if k == 'name':
+                ann['name'] = v
+            elif k.endswith('_value'):
+                ann['value'] = v
+        elif k == 'flow_ids':
             cur['flow_ids'].append(int(v))
         elif k == 'terminating_flow_ids':
             cur['term'].append(int(v))
         elif k not in cur:
-            cur[k] = v.strip('"') if v.startswith('"') else v
+            cur[k] = v
 
 
 def main(argv):
@@ -71,8 +88,9 @@ def main(argv):
     host_tracks = set()
     events = collections.defaultdict(list)   # track -> [(ts, type, name, flows)]
     instants_by_flow = {}
+    not_drawn = collections.Counter()     # track -> wall ns of slices not drawn
     for p in packets(decode(argv[1], argv[2])):
-        if 'uuid' in p and 'track_descriptor' in p.get('blocks', []):
+        if 'uuid' in p and 'track_descriptor' in p['blocks']:
             tracks[int(p['uuid'])] = p.get('name', '')
             if p.get('name', '').endswith(': ran instead of vCPUs'):
                 host_tracks.add(int(p['uuid']))
@@ -83,6 +101,8 @@ def main(argv):
         if p.get('type') == 'TYPE_INSTANT' and p['term']:
             for f in p['term']:
                 instants_by_flow[f] = t
+        if p.get('type') == 'TYPE_INSTANT' and p.get('name', '').startswith('not drawn:'):
+            not_drawn[t] += int(p['args'].get('wall_ns', 0))
         events[t].append((int(p['timestamp']), p.get('type'), p.get('name'), p['flow_ids']))
     bad = []
     by_tid = {}
@@ -121,9 +141,10 @@ def main(argv):
             if b[0] < a[1]:
                 bad.append('thread %d: slices overlap at %d' % (t['tid'], b[0]))
         wall = sum(e - s for s, e, _, _ in parents)
-        if wall != t['wall_ns'] + t['uncertain_ns']:
-            bad.append('thread %d: slices %d ns, report %d + %d uncertain' %
-                       (t['tid'], wall, t['wall_ns'], t['uncertain_ns']))
+        left_out = not_drawn[uuid]
+        if wall + left_out != t['wall_ns'] + t['uncertain_ns']:
+            bad.append('thread %d: slices %d ns (+ %d not drawn), report %d + %d uncertain' %
+                       (t['tid'], wall, left_out, t['wall_ns'], t['uncertain_ns']))
         got = collections.Counter()
         reasons = collections.Counter()
         for s, e, name, flows in pieces:
@@ -142,13 +163,15 @@ def main(argv):
                 nr_flows += 1
             if not any(ps <= s and e <= pe for ps, pe, _, _ in parents):
                 bad.append('thread %d: piece at %d outside its slices' % (t['tid'], s))
+        def off(drawn, want):
+            return drawn > want if left_out else drawn != want
         for comp in ('exits', 'preempted', 'host_blocked', 'disrupted'):
-            if got[comp] != t['split'][comp]:
+            if off(got[comp], t['split'][comp]):
                 bad.append('thread %d: %s %d ns drawn, %d in the report' %
                            (t['tid'], comp, got[comp], t['split'][comp]))
         want = {e['reason']: e['ns'] for e in t['split']['exit_reasons']}
         for k in set(want) | set(reasons):
-            if reasons[k] != want.get(k, 0):
+            if off(reasons[k], want.get(k, 0)):
                 bad.append('thread %d: exit %s %d ns drawn, %d in the report' %
                            (t['tid'], k, reasons[k], want.get(k, 0)))
     print('%d thread tracks, %d pieces, %d preemption flows; %s' %

@@ -891,6 +891,16 @@ static int an_slice(void *ctx, const struct hga *a, const struct hga_slice *s)
 	}
 	if (!ret)
 		ret = an_flush(an, v, &w);
+	if (!ret && v->skip) {
+		/* said where it would have been, with the time it leaves out */
+		arg.nr = 0;
+		arg_int(&arg, "vcpu", s->vcpu);
+		arg_uint(&arg, "wall_ns", s->wall_ns);
+		ret = put_event(pf, s->guest, t0, track,
+				PERFETTO__PROTOS__TRACK_EVENT__TYPE__TYPE_INSTANT, "hgclock.analyze",
+				"not drawn: overlaps the thread's previous slice (a lost switch)",
+				&arg, NULL, NULL);
+	}
 	if (ret || v->skip)
 		goto out;
 	if (uncertain)
