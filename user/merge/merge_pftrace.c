@@ -616,9 +616,12 @@ struct pf_an {
 	struct pf_vbuf *v;	/* by vCPU, searched linearly (tens) */
 	uint32_t nr_v, cap_v;
 	struct pf_seen tracks;	/* the analysis's tracks described */
-	/* each guest thread track's last slice end, to keep slices nested */
+	/*
+	 * Each guest thread track's last slice end, to keep slices nested:
+	 * open addressing on the track's uuid (never 0), cap a power of 2.
+	 */
 	struct { uint64_t uuid, end_ns; } *last;
-	uint32_t nr_last, cap_last;
+	size_t nr_last, cap_last;
 	uint64_t next_flow;
 };
 
@@ -660,20 +663,28 @@ static struct pf_vbuf *an_vbuf(struct pf_an *an, int32_t guest, int32_t vcpu)
 /* The last slice end on guest thread track @uuid (0: none yet), created on demand. */
 static uint64_t *an_last_end(struct pf_an *an, uint64_t uuid)
 {
-	uint32_t i;
+	size_t i;
 
-	for (i = 0; i < an->nr_last; i++)
-		if (an->last[i].uuid == uuid)
-			return &an->last[i].end_ns;
-	if (an->nr_last == an->cap_last) {
-		uint32_t cap = an->cap_last ? 2 * an->cap_last : 64;
-		void *l = realloc(an->last, cap * sizeof(*an->last));
+	if (2 * (an->nr_last + 1) > an->cap_last) {
+		size_t cap = an->cap_last ? 2 * an->cap_last : 64;
+		__typeof__(an->last) l = calloc(cap, sizeof(*l));
 
 		if (!l)
 			return NULL;
+		for (size_t k = 0; k < an->cap_last; k++) {
+			if (!an->last[k].uuid)
+				continue;
+			for (i = seen_hash(an->last[k].uuid) & (cap - 1); l[i].uuid; i = (i + 1) & (cap - 1))
+				;
+			l[i] = an->last[k];
+		}
+		free(an->last);
 		an->last = l;
 		an->cap_last = cap;
 	}
+	for (i = seen_hash(uuid) & (an->cap_last - 1); an->last[i].uuid; i = (i + 1) & (an->cap_last - 1))
+		if (an->last[i].uuid == uuid)
+			return &an->last[i].end_ns;
 	an->last[i].uuid = uuid;
 	an->last[i].end_ns = 0;
 	an->nr_last++;
