@@ -470,8 +470,14 @@ many_record() {
 	else
 		many_skip main_exact "the main guest died during the recording (emulator; guest-console.log)"
 	fi
-	# Before, between and after the moves, each through its own VM.
-	many_tap moving_guest_exact many_exact 1
+	# Before, between and after the moves, each through its own VM.  No
+	# reading of guest 1 at all: the emulator killed it before its first
+	# (CI 2026-12-05, 6.1: guests 0 and 1 lost 15 s in, never back).
+	if grep -q '^1 ' "$out/many-truth"; then
+		many_tap moving_guest_exact many_exact 1
+	else
+		many_skip moving_guest_exact "no reading of guest 1's clocks: it died before its first (emulator; extra1-console.log)"
+	fi
 	many_tap bare_exact many_exact 2
 	many_tap bare_no_agent_said grep -q "^note: guest 2 (vm=$pid2) is VM $pid2 without an agent" \
 		"$out/many-dump.txt"
