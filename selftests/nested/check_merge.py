@@ -32,6 +32,9 @@ n = 0
 failed = 0
 
 
+TEXT_TIME = re.compile(r"\s(\d+)\.(\d{9}):\s")
+
+
 def tap(ok, name, why=""):
     global n, failed
     n += 1
@@ -140,7 +143,9 @@ def main():
         if e.get("cat") == "perf":
             (hperf_ev if e["pid"] == 1 else gperf_ev).append(e)
             continue
-        if e.get("ph") != "i":
+        # Disruption marks (category "hgclock": a guest the emulator
+        # killed while the recording ran) are merge's, not trace events.
+        if e.get("ph") != "i" or e.get("cat") == "hgclock":
             continue
         if e["pid"] == 1:
             nhost += 1
@@ -222,9 +227,14 @@ def main():
             if "EVENTS DROPPED]" in line:
                 continue
             lines += 1
-            t = line.split("]", 1)[1].split(":", 1)[0].strip()
-            s, frac = t.split(".")
-            v = int(s) * 10**9 + int(frac)
+            # An event's time follows its "[cpu]"; a DISRUPTION line (a
+            # guest the emulator killed while the recording ran) has no
+            # CPU: the first "seconds.nanoseconds:" field either way.
+            m = TEXT_TIME.search(line)
+            if not m:
+                tap(False, "text_line_parsed", "no time in: %s" % line.strip()[:120])
+                continue
+            v = int(m.group(1)) * 10**9 + int(m.group(2))
             if v < last:
                 back += 1
             last = max(last, v)
