@@ -19,64 +19,12 @@
 # Prints one summary line; exit status 0 when all hold, 1 otherwise.
 import collections
 import json
+import os
 import re
-import subprocess
 import sys
 
-
-def decode(proto, path):
-    inc = proto.rsplit('/', 2)[0]
-    out = subprocess.run(['protoc', '--decode=perfetto.protos.Trace', '--proto_path=' + inc, proto],
-                         stdin=open(path, 'rb'), capture_output=True, check=True, text=True).stdout
-    return out
-
-
-def packets(text):
-    """The decoded packets as dicts: the track event's and the track
-    descriptor's fields by name, "args" the debug annotations' values."""
-    cur = None
-    blocks = []
-    ann = None
-    for line in text.splitlines():
-        s = line.strip()
-        if s == 'packet {' and not blocks:
-            cur = {'flow_ids': [], 'term': [], 'args': {}, 'blocks': []}
-            blocks = ['packet']
-            continue
-        if cur is None:
-            continue
-        if s.endswith('{'):
-            name = s[:-1].strip()
-            blocks.append(name)
-            cur['blocks'].append(name)
-            if name == 'debug_annotations':
-                ann = {}
-            continue
-        if s == '}':
-            if blocks and blocks[-1] == 'debug_annotations' and ann is not None:
-                cur['args'][ann.get('name')] = ann.get('value')
-                ann = None
-            blocks.pop()
-            if not blocks:
-                yield cur
-                cur = None
-            continue
-        m = re.match(r'(\w+): (.*)', s)
-        if not m:
-            continue
-        k, v = m.group(1), m.group(2)
-        v = v[1:-1] if v.startswith('"') else v
-        if blocks[-1] == 'debug_annotations':
-            if k == 'name':
-                ann['name'] = v
-            elif k.endswith('_value'):
-                ann['value'] = v
-        elif k == 'flow_ids':
-            cur['flow_ids'].append(int(v))
-        elif k == 'terminating_flow_ids':
-            cur['term'].append(int(v))
-        elif k not in cur:
-            cur[k] = v
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from pftrace_check import args_of, decode, one  # noqa: E402
 
 
 def main(argv):
@@ -89,21 +37,29 @@ def main(argv):
     events = collections.defaultdict(list)   # track -> [(ts, type, name, flows)]
     instants_by_flow = {}
     not_drawn = collections.Counter()     # track -> wall ns of slices not drawn
-    for p in packets(decode(argv[1], argv[2])):
-        if 'uuid' in p and 'track_descriptor' in p['blocks']:
-            tracks[int(p['uuid'])] = p.get('name', '')
-            if p.get('name', '').endswith(': ran instead of vCPUs'):
-                host_tracks.add(int(p['uuid']))
+    packets = decode(argv[1], argv[2])
+    if isinstance(packets, str):
+        print(packets)
+        return 1
+    for p in packets:
+        td = one(p, 'track_descriptor')
+        if td is not None:
+            name = one(td, 'name') or ''
+            tracks[one(td, 'uuid')] = name
+            if name.endswith(': ran instead of vCPUs'):
+                host_tracks.add(one(td, 'uuid'))
             continue
-        if 'track_uuid' not in p or 'timestamp' not in p:
+        te = one(p, 'track_event')
+        if te is None or one(p, 'timestamp') is None:
             continue
-        t = int(p['track_uuid'])
-        if p.get('type') == 'TYPE_INSTANT' and p['term']:
-            for f in p['term']:
+        t = one(te, 'track_uuid')
+        typ, name = one(te, 'type'), one(te, 'name')
+        if typ == 'TYPE_INSTANT':
+            for f in te.get('terminating_flow_ids', []):
                 instants_by_flow[f] = t
-        if p.get('type') == 'TYPE_INSTANT' and p.get('name', '').startswith('not drawn:'):
-            not_drawn[t] += int(p['args'].get('wall_ns', 0))
-        events[t].append((int(p['timestamp']), p.get('type'), p.get('name'), p['flow_ids']))
+            if (name or '').startswith('not drawn:'):
+                not_drawn[t] += int(args_of(te).get('wall_ns', 0))
+        events[t].append((one(p, 'timestamp'), typ, name, te.get('flow_ids', [])))
     bad = []
     by_tid = {}
     for uuid, name in tracks.items():

@@ -87,6 +87,18 @@ def machine_of_uuid(uuid):
     return (uuid >> 40) - 2          # -1: the host, else the guest
 
 
+def decode(proto, path):
+    """FILE's packets, decoded by protoc against PROTO and parsed (parse()),
+    or a string saying why not.  Also tools/pftrace_analyze_check.py's."""
+    with open(path, 'rb') as f:
+        run = subprocess.run(['protoc', '--decode=perfetto.protos.Trace',
+                              '--proto_path=' + proto.rsplit('/', 1)[0], proto],
+                             stdin=f, capture_output=True, text=True)
+    if run.returncode:
+        return 'protoc --decode failed: ' + run.stderr.strip()
+    return parse(run.stdout).get('packet', [])
+
+
 def main(proto, path, merged=None):
     errs = []
 
@@ -94,15 +106,10 @@ def main(proto, path, merged=None):
         if len(errs) < 20:
             errs.append(msg)
 
-    with open(path, 'rb') as f:
-        run = subprocess.run(['protoc', '--decode=perfetto.protos.Trace',
-                              '--proto_path=' + proto.rsplit('/', 1)[0], proto],
-                             stdin=f, capture_output=True, text=True)
-    if run.returncode:
-        print('protoc --decode failed: ' + run.stderr.strip())
+    packets = decode(proto, path)
+    if isinstance(packets, str):
+        print(packets)
         return 1
-    trace = parse(run.stdout)
-    packets = trace.get('packet', [])
 
     tracks = {}                       # uuid -> (machine, name, parent)
     events = []                       # (ts, seq, machine, event dict, args)
