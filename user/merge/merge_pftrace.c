@@ -79,9 +79,18 @@ static uint64_t track_uuid(int guest, unsigned int kind, uint32_t id)
 	return ((uint64_t)(guest + 2) << 40) | ((uint64_t)kind << 32) | id;
 }
 
-/* Application threads described so far: an open-addressing set of uuids. */
+/*
+ * Tracks described so far, each with a value of its user's (the
+ * analysis's thread tracks: their last slice's end): open addressing on
+ * the uuid.
+ */
+struct pf_seen_slot {
+	uint64_t key;		/* a track uuid; 0: an empty slot (uuids are never 0) */
+	uint64_t val;		/* 0 when added */
+};
+
 struct pf_seen {
-	uint64_t *slot;
+	struct pf_seen_slot *slot;
 	size_t nr, cap;		/* cap: a power of 2, 0 before the first */
 };
 
@@ -275,22 +284,26 @@ static uint64_t seen_hash(uint64_t key)
 	return key ^ (key >> 33);
 }
 
-/* 1 if @key is new (now added), 0 if seen, -1 when out of memory. */
-static int seen_add(struct pf_seen *s, uint64_t key)
+/*
+ * @key's slot, added (*@added set, its val 0) when new; NULL when out of
+ * memory.  The slot moves when a later call grows the table.
+ */
+static struct pf_seen_slot *seen_get(struct pf_seen *s, uint64_t key, bool *added)
 {
 	size_t i;
 
+	*added = false;
 	if (2 * (s->nr + 1) > s->cap) {
 		size_t cap = s->cap ? 2 * s->cap : 64;
-		uint64_t *slot = calloc(cap, sizeof(*slot));
+		struct pf_seen_slot *slot = calloc(cap, sizeof(*slot));
 
 		if (!slot)
-			return -1;
-		/* key 0 marks an empty slot: track uuids are never 0. */
+			return NULL;
 		for (size_t k = 0; k < s->cap; k++) {
-			if (!s->slot[k])
+			if (!s->slot[k].key)
 				continue;
-			for (i = seen_hash(s->slot[k]) & (cap - 1); slot[i]; i = (i + 1) & (cap - 1))
+			for (i = seen_hash(s->slot[k].key) & (cap - 1); slot[i].key;
+			     i = (i + 1) & (cap - 1))
 				;
 			slot[i] = s->slot[k];
 		}
@@ -298,12 +311,22 @@ static int seen_add(struct pf_seen *s, uint64_t key)
 		s->slot = slot;
 		s->cap = cap;
 	}
-	for (i = seen_hash(key) & (s->cap - 1); s->slot[i]; i = (i + 1) & (s->cap - 1))
-		if (s->slot[i] == key)
-			return 0;
-	s->slot[i] = key;
+	for (i = seen_hash(key) & (s->cap - 1); s->slot[i].key; i = (i + 1) & (s->cap - 1))
+		if (s->slot[i].key == key)
+			return &s->slot[i];
+	s->slot[i].key = key;
+	s->slot[i].val = 0;
 	s->nr++;
-	return 1;
+	*added = true;
+	return &s->slot[i];
+}
+
+/* 1 if @key is new (now added), 0 if seen, -1 when out of memory. */
+static int seen_add(struct pf_seen *s, uint64_t key)
+{
+	bool added;
+
+	return !seen_get(s, key, &added) ? -1 : added;
 }
 
 /* The track of an application event's thread, described at its first event. */
@@ -615,13 +638,12 @@ struct pf_an {
 	const struct hga *a;
 	struct pf_vbuf *v;	/* by vCPU, searched linearly (tens) */
 	uint32_t nr_v, cap_v;
-	struct pf_seen tracks;	/* the analysis's tracks described */
 	/*
-	 * Each guest thread track's last slice end, to keep slices nested:
-	 * open addressing on the track's uuid (never 0), cap a power of 2.
+	 * The analysis's tracks described; a guest thread track's val is
+	 * its last slice's end (UINT64_MAX while one is open), to keep its
+	 * slices nested.
 	 */
-	struct { uint64_t uuid, end_ns; } *last;
-	size_t nr_last, cap_last;
+	struct pf_seen tracks;
 	uint64_t next_flow;
 };
 
@@ -660,48 +682,24 @@ static struct pf_vbuf *an_vbuf(struct pf_an *an, int32_t guest, int32_t vcpu)
 	return v;
 }
 
-/* The last slice end on guest thread track @uuid (0: none yet), created on demand. */
-static uint64_t *an_last_end(struct pf_an *an, uint64_t uuid)
+/*
+ * A track of the analysis, described the first time (@machine -1: the
+ * host's): its slot in an->tracks, or NULL (out of memory, a failed write).
+ */
+static struct pf_seen_slot *an_track(struct pf_an *an, int machine, uint64_t uuid,
+				     const char *name)
 {
-	size_t i;
+	bool added;
+	struct pf_seen_slot *slot = seen_get(&an->tracks, uuid, &added);
 
-	if (2 * (an->nr_last + 1) > an->cap_last) {
-		size_t cap = an->cap_last ? 2 * an->cap_last : 64;
-		__typeof__(an->last) l = calloc(cap, sizeof(*l));
-
-		if (!l)
-			return NULL;
-		for (size_t k = 0; k < an->cap_last; k++) {
-			if (!an->last[k].uuid)
-				continue;
-			for (i = seen_hash(an->last[k].uuid) & (cap - 1); l[i].uuid; i = (i + 1) & (cap - 1))
-				;
-			l[i] = an->last[k];
-		}
-		free(an->last);
-		an->last = l;
-		an->cap_last = cap;
-	}
-	for (i = seen_hash(uuid) & (an->cap_last - 1); an->last[i].uuid; i = (i + 1) & (an->cap_last - 1))
-		if (an->last[i].uuid == uuid)
-			return &an->last[i].end_ns;
-	an->last[i].uuid = uuid;
-	an->last[i].end_ns = 0;
-	an->nr_last++;
-	return &an->last[i].end_ns;
-}
-
-/* A track of the analysis, described the first time (@machine -1: the host's). */
-static int an_track(struct pf_an *an, int machine, uint64_t uuid, const char *name)
-{
-	int ret = seen_add(&an->tracks, uuid);
-
-	if (ret < 0) {
+	if (!slot) {
 		an->pf->failed_errno = ENOMEM;
-		return -1;
+		return NULL;
 	}
-	return ret ? put_track(an->pf, machine, uuid, track_uuid(machine, PF_KIND_MACHINE, 0),
-			       name, NULL) : 0;
+	if (added && put_track(an->pf, machine, uuid, track_uuid(machine, PF_KIND_MACHINE, 0),
+			       name, NULL))
+		return NULL;
+	return slot;
 }
 
 static uint64_t an_thread_track(const struct pf_who *w)
@@ -734,7 +732,7 @@ static int an_piece(struct pf_an *an, const struct pf_who *w, const struct pf_pi
 		host_track = track_uuid(-1, PF_KIND_HOSTTASK, (uint32_t)pc->key);
 		snprintf(host, sizeof(host), "%s %" PRId32 ": ran instead of vCPUs", comm,
 			 (int32_t)pc->key);
-		if (an_track(an, -1, host_track, host))
+		if (!an_track(an, -1, host_track, host))
 			return -1;
 		snprintf(host, sizeof(host), "instead of g%" PRId32 " vCPU %" PRId32 " (%s %" PRId32 ")",
 			 w->guest, w->vcpu, w->comm, w->tid);
@@ -766,24 +764,21 @@ static int an_piece(struct pf_an *an, const struct pf_who *w, const struct pf_pi
 static int an_begin(struct pf_an *an, struct pf_vbuf *v, const struct pf_who *w,
 		    uint64_t t0, const char *name, struct pf_args *arg)
 {
-	uint64_t track = an_thread_track(w), *last;
+	uint64_t track = an_thread_track(w);
+	struct pf_seen_slot *slot;
 	char tname[64];
 
 	v->begun = true;
 	snprintf(tname, sizeof(tname), "%s %" PRId32 ": on the host", w->comm, w->tid);
-	last = an_last_end(an, track);
-	if (!last) {
-		an->pf->failed_errno = ENOMEM;
+	slot = an_track(an, w->guest, track, tname);
+	if (!slot)
 		return -1;
-	}
-	if (an_track(an, w->guest, track, tname))
-		return -1;
-	if (t0 < *last) {
+	if (t0 < slot->val) {
 		an->pf->res->nr_an_overlap++;
 		v->skip = true;
 		return 0;
 	}
-	*last = UINT64_MAX;	/* open: until its end */
+	slot->val = UINT64_MAX;	/* open: until its end */
 	return put_event(an->pf, w->guest, t0, track,
 			 PERFETTO__PROTOS__TRACK_EVENT__TYPE__TYPE_SLICE_BEGIN, "hgclock.analyze",
 			 name, arg, NULL, NULL);
@@ -868,7 +863,8 @@ static int an_slice(void *ctx, const struct hga *a, const struct hga_slice *s)
 	struct pf_who w = { s->guest, s->vcpu, s->tid, s->comm };
 	bool uncertain = s->flags & HGA_SL_UNCERTAIN;
 	struct pf_args arg = { .nr = 0 };
-	uint64_t t0, t1, track = an_thread_track(&w), *last;
+	uint64_t t0, t1, track = an_thread_track(&w);
+	struct pf_seen_slot *slot;
 	char name[96];
 	int ret = 0;
 
@@ -918,9 +914,13 @@ static int an_slice(void *ctx, const struct hga *a, const struct hga_slice *s)
 		pf->res->nr_an_uncertain++;
 	else
 		pf->res->nr_an_slices++;
-	last = an_last_end(an, track);
-	if (last)
-		*last = t1;
+	/* described at its begin: only found here */
+	slot = an_track(an, s->guest, track, NULL);
+	if (!slot) {
+		ret = -1;
+		goto out;
+	}
+	slot->val = t1;
 	ret = put_event(pf, s->guest, t1, track, PERFETTO__PROTOS__TRACK_EVENT__TYPE__TYPE_SLICE_END,
 			"hgclock.analyze", NULL, NULL, NULL, NULL);
 out:
@@ -938,7 +938,6 @@ static int pf_analysis(struct pf *pf, const struct hgm_par *par, char *err, size
 	for (uint32_t i = 0; i < an.nr_v; i++)
 		free(an.v[i].p);
 	free(an.v);
-	free(an.last);
 	free(an.tracks.slot);
 	return ret;
 }
