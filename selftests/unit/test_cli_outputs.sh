@@ -285,6 +285,25 @@ json.dump(r, open(sys.argv[2], "w"))' pfan.json pfan-off.json
 	else
 		not_ok pftrace_analysis_checker_catches "a report 1 ns off or a trace without the analysis passed"
 	fi
+	# One pass of the engine draws the analysis and writes its reports:
+	# the same bytes as merge --analyze* alone; a Perfetto trace that
+	# fails leaves no report behind either.
+	run -- "${merge_in[@]}" --no-text --analyze a1.txt --analyze-json a1.json --analyze-svg a1.svg
+	run -- "${merge_in[@]}" --no-text --analyze a2.txt --analyze-json a2.json --analyze-svg a2.svg \
+		--perfetto a2.pftrace
+	expect pftrace_analysis_with_reports 0
+	if [ -s a1.txt ] && cmp a1.txt a2.txt && cmp a1.json a2.json && cmp a1.svg a2.svg; then
+		ok pftrace_analysis_reports_same_bytes
+	else
+		not_ok pftrace_analysis_reports_same_bytes "the reports differ with --perfetto"
+	fi
+	rm -f a3.txt
+	run -- "${merge_in[@]}" --no-text --analyze a3.txt --perfetto /dev/full
+	if [ "$rc" -eq 1 ] && [ ! -e a3.txt ] && ! ls a3.txt.tmp-* >/dev/null 2>&1; then
+		ok pftrace_analysis_failed_leaves_no_report
+	else
+		not_ok pftrace_analysis_failed_leaves_no_report "exit $rc; $(ls a3.txt* 2>&1)"
+	fi
 fi
 # The JSON: each vCPU run on its host CPU and on its guest CPU, a flow
 # from the one to the other at the run's start.
@@ -304,6 +323,25 @@ PY
 	ok json_runs_both_sides_flows
 else
 	not_ok json_runs_both_sides_flows "$msg"
+fi
+
+# The analysis alone (--no-text, no other output): its own pass gives the
+# summary's counts, the same as merge's text pass, with an application
+# input too; a filter's counts still come from the filtered pass.
+sumline() { grep '^hgclock merge: [0-9]* events' <<<"$err"; }
+run -- merge merge.hgc host.dat guest.dat --app app-host.hgev -o /dev/null
+s1=$(sumline)
+run -- merge merge.hgc host.dat guest.dat --app app-host.hgev --no-text --analyze an-only.txt
+s2=$(sumline)
+run -- merge merge.hgc host.dat guest.dat --to "$to" -o /dev/null
+s3=$(sumline)
+run -- merge merge.hgc host.dat guest.dat --to "$to" --no-text --analyze an-only2.txt
+s4=$(sumline)
+if [ -n "$s1" ] && [ "$s1" = "$s2" ] && [ -n "$s3" ] && [ "$s3" = "$s4" ] && [ "$s1" != "$s3" ] &&
+   [ -s an-only.txt ]; then
+	ok analyze_only_summary_same
+else
+	not_ok analyze_only_summary_same "text pass: '$s1' / '$s3'; analysis alone: '$s2' / '$s4'"
 fi
 
 # merge --analyze (Documentation/analyze.rst): every thread's and vCPU's

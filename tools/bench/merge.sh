@@ -123,9 +123,12 @@ bench_pair() {	# PREFIX DIR CORR HOST GUEST
 
 # merge --dat and --perfetto (each one thread: their writers run on the
 # calling thread) and --json alone (the default threads, and one) against
-# trace-cmd report, and each output's bytes per million events.
+# trace-cmd report, and each output's bytes per million events.  Then
+# the analysis (--analyze-json) alone and with --perfetto, where one
+# pass of its engine draws it and writes the report: the last ratio is
+# that run's time over the two runs' apart.
 bench_dat() {	# PREFIX DIR CORR HOST GUEST
-	local p=$1 d=$2 tmp hd hp hj hj1 ratio events txt dat pf js
+	local p=$1 d=$2 tmp hd hp hj hj1 ha hpa ratio events txt dat pf js
 	tmp=$(mktemp -d)
 	hd=$(measure "$tool" merge -q --no-progress --no-text --dat "$tmp/out.dat" \
 		"$d/$3" "$d/$4" "$d/$5") || { rm -rf "$tmp"; return 1; }
@@ -135,6 +138,10 @@ bench_dat() {	# PREFIX DIR CORR HOST GUEST
 		"$d/$3" "$d/$4" "$d/$5") || { rm -rf "$tmp"; return 1; }
 	hj1=$(measure "$tool" merge -q --no-progress --no-text --threads 1 --json "$tmp/out.json" \
 		"$d/$3" "$d/$4" "$d/$5") || { rm -rf "$tmp"; return 1; }
+	ha=$(measure "$tool" merge -q --no-progress --no-text --analyze-json "$tmp/an.json" \
+		"$d/$3" "$d/$4" "$d/$5") || { rm -rf "$tmp"; return 1; }
+	hpa=$(measure "$tool" merge -q --no-progress --no-text --analyze-json "$tmp/an.json" \
+		--perfetto "$tmp/an.pftrace" "$d/$3" "$d/$4" "$d/$5") || { rm -rf "$tmp"; return 1; }
 	"$tool" merge -q --no-progress -o "$tmp/out.txt" "$d/$3" "$d/$4" "$d/$5" ||
 		{ rm -rf "$tmp"; return 1; }
 	events=$(wc -l <"$tmp/out.txt")
@@ -142,13 +149,16 @@ bench_dat() {	# PREFIX DIR CORR HOST GUEST
 	dat=$(cat "$tmp"/out*.dat | wc -c)
 	pf=$(stat -c %s "$tmp/out.pftrace")
 	js=$(stat -c %s "$tmp/out.json")
-	for f in "dat $hd" "perfetto $hp" "json $hj" "json_1thread $hj1"; do
+	for f in "dat $hd" "perfetto $hp" "json $hj" "json_1thread $hj1" "analyze $ha" \
+		 "perfetto_analyze $hpa"; do
 		set -- $f
 		ratio=$(awk -v a="$2" -v b="${tc% *}" 'BEGIN { printf "%.3f", a / b }')
 		echo "BENCH $p.hgclock_merge_$1_s $2 s"
 		echo "BENCH $p.time_ratio_merge_$1_over_report $ratio x"
 		echo "BENCH $p.hgclock_merge_$1_max_rss $3 KiB"
 	done
+	awk -v pa="${hpa% *}" -v p1="${hp% *}" -v a1="${ha% *}" -v p="$p" 'BEGIN {
+		printf "BENCH %s.time_ratio_perfetto_analyze_over_apart %.3f x\n", p, pa / (p1 + a1) }'
 	awk -v e="$events" -v t="$txt" -v d="$dat" -v f="$pf" -v j="$js" -v p="$p" 'BEGIN { if (e > 0) {
 		printf "BENCH %s.text_bytes_per_million_events %.0f bytes\n", p, t * 1e6 / e
 		printf "BENCH %s.dat_bytes_per_million_events %.0f bytes\n", p, d * 1e6 / e

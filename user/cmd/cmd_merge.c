@@ -264,6 +264,30 @@ static void dat_summary(const char *path, const struct hgm_dat_result *r, bool q
 	fprintf(stderr, "\n");
 }
 
+/* The --analyze* outputs: each not opened is left alone. */
+static void analysis_abort(struct hg_output *text, struct hg_output *json, struct hg_output *svg)
+{
+	hg_output_abort(text);
+	hg_output_abort(json);
+	hg_output_abort(svg);
+}
+
+/* Each one opened, into place; a failure said.  An exit status. */
+static int analysis_commit(struct hg_output *text, struct hg_output *json, struct hg_output *svg)
+{
+	int ret = HGCLOCK_EXIT_OK;
+
+	if (text->path && hg_output_commit(text))
+		ret = HGCLOCK_EXIT_FAILURE;
+	if (!ret && json->path && hg_output_commit(json))
+		ret = HGCLOCK_EXIT_FAILURE;
+	if (!ret && svg->path && hg_output_commit(svg))
+		ret = HGCLOCK_EXIT_FAILURE;
+	if (ret)
+		analysis_abort(text, json, svg);
+	return ret;
+}
+
 /* What --perfetto wrote; events it could not place are said even with --quiet. */
 static void pf_summary(const char *path, const struct hgm_pf_result *r, bool quiet)
 {
@@ -483,6 +507,8 @@ int cmd_merge(int argc, char **argv)
 	struct hg_output ro = { 0 }, ao = { 0 }, ajo = { 0 }, aso = { 0 };
 	const char *analyze_path = NULL, *analyze_json_path = NULL, *analyze_slice = NULL;
 	const char *analyze_svg_path = NULL;
+	struct hga_reports reports = { 0 };
+	bool analysis, analysis_counts;
 	int sort_keys[6], nr_sort_keys = 0;
 	FILE *tout = NULL, *jout = NULL;
 	const void *buf = NULL;
@@ -656,6 +682,7 @@ int cmd_merge(int argc, char **argv)
 		hg_err("--report counts perf samples: give --perf or --guest-perf");
 		return HGCLOCK_EXIT_USAGE;
 	}
+	analysis = analyze_path || analyze_json_path || analyze_svg_path;
 	if (analyze_slice && !analyze_path && !analyze_json_path) {
 		hg_err("--analyze-slice is for --analyze or --analyze-json");
 		return HGCLOCK_EXIT_USAGE;
@@ -794,8 +821,15 @@ int cmd_merge(int argc, char **argv)
 	par.json = jout;
 	par.progress = progress < 0 ? isatty(STDERR_FILENO) : progress;
 	par.opt.filter = filtering ? &filter : NULL;
-	/* Only trace.dat or Perfetto (and a report): their own pass is the merge. */
-	if (!tout && !jout && (dat_path || pf_path))
+	/*
+	 * Only trace.dat or Perfetto (and a report): their own pass is the
+	 * merge.  Only the analysis: its pass gives the summary's counts
+	 * where they are the same (hga_reports).
+	 */
+	analysis_counts = analysis && !tout && !jout && !dat_path && !pf_path && !filtering;
+	for (int i = 0; i < par.nr_inputs; i++)
+		analysis_counts &= !inputs[i].perf;
+	if (!tout && !jout && (dat_path || pf_path || analysis_counts))
 		rc = 0;
 	else
 		rc = threads > 1 ? hgm_par_run(&par, &res, err, sizeof(err)) :
@@ -824,30 +858,34 @@ int cmd_merge(int argc, char **argv)
 			goto out;
 		}
 	}
-	if (analyze_path || analyze_json_path || analyze_svg_path) {
+	/*
+	 * The analysis is one pass of its engine: on its own here, or, with
+	 * --perfetto, the pass that draws it there, which writes these
+	 * reports too (committed after the Perfetto trace).
+	 */
+	if (analysis) {
 		/* an output that does not open has said why */
-		rc = HGM_E_SYSTEM;
-		if ((!analyze_path || !hg_output_open(&ao, analyze_path)) &&
-		    (!analyze_json_path || !hg_output_open(&ajo, analyze_json_path)) &&
-		    (!analyze_svg_path || !hg_output_open(&aso, analyze_svg_path))) {
-			rc = hga_merge_run(&par, ao.f, ajo.f, aso.f, analyze_slice, err, sizeof(err));
-			if (rc)
-				hg_err("%s", err);
+		if ((analyze_path && hg_output_open(&ao, analyze_path)) ||
+		    (analyze_json_path && hg_output_open(&ajo, analyze_json_path)) ||
+		    (analyze_svg_path && hg_output_open(&aso, analyze_svg_path))) {
+			analysis_abort(&ao, &ajo, &aso);
+			goto out;
 		}
+		reports = (struct hga_reports){ .text = ao.f, .json = ajo.f, .svg = aso.f,
+						.slice = analyze_slice,
+						.counts = analysis_counts ? &res : NULL };
+	}
+	if (analysis && !pf_path) {
+		rc = hga_merge_run(&par, &reports, err, sizeof(err));
+		res.filtered = filtering;
 		if (rc) {
-			hg_output_abort(&ao);
-			hg_output_abort(&ajo);
-			hg_output_abort(&aso);
+			hg_err("%s", err);
+			analysis_abort(&ao, &ajo, &aso);
 			ret = rc == HGM_E_INPUT ? HGCLOCK_EXIT_BAD_INPUT : HGCLOCK_EXIT_FAILURE;
 			goto out;
 		}
-		if ((analyze_path && hg_output_commit(&ao)) ||
-		    (analyze_json_path && hg_output_commit(&ajo)) ||
-		    (analyze_svg_path && hg_output_commit(&aso))) {
-			hg_output_abort(&ajo);
-			hg_output_abort(&aso);
+		if (analysis_commit(&ao, &ajo, &aso))
 			goto out;
-		}
 	}
 	if (dat_path) {
 		rc = hgm_dat_run(&par, dat_path, dres, !tout && !jout ? &res : NULL, err,
@@ -864,19 +902,23 @@ int cmd_merge(int argc, char **argv)
 			goto out;
 		setvbuf(po.f, NULL, _IOFBF, 1 << 20);
 		rc = hgm_pf_run(&par, po.f, &pres, !tout && !jout && !dat_path ? &res : NULL,
-				analyze_path || analyze_json_path || analyze_svg_path, err,
-				sizeof(err));
+				analysis ? &reports : NULL, err, sizeof(err));
 		res.filtered = filtering;
 		if (rc) {
 			hg_err("--perfetto: %s: %s", hg_output_name(pf_path), err);
 			hg_output_abort(&po);
+			analysis_abort(&ao, &ajo, &aso);
 			ret = rc == HGM_E_SYSTEM ? HGCLOCK_EXIT_FAILURE : HGCLOCK_EXIT_BAD_INPUT;
 			goto out;
 		}
 		ret = hg_output_commit(&po);
-		if (ret)
+		if (ret) {
+			analysis_abort(&ao, &ajo, &aso);
 			goto out;
+		}
 		ret = HGCLOCK_EXIT_FAILURE;
+		if (analysis && analysis_commit(&ao, &ajo, &aso))
+			goto out;
 	}
 	ret = tout ? hg_output_commit(&to) : HGCLOCK_EXIT_OK;
 	tout = NULL;
@@ -904,6 +946,9 @@ out:
 		hg_output_abort(&to);
 	if (jout)
 		hg_output_abort(&jo);
+	/* no-ops on what was committed or never opened */
+	hg_output_abort(&ro);
+	analysis_abort(&ao, &ajo, &aso);
 	hgsync_free(&s);
 	hg_unmap_file(buf, len);
 out_args:

@@ -205,16 +205,31 @@ int hga_report_json(const struct hga *a, FILE *out);
 int hga_report_svg(const struct hga *a, FILE *out, unsigned int top);
 
 /*
+ * What merge --analyze* writes: the report to @text and/or @json, the
+ * picture to @svg (each NULL: not that one).  Requests (analyze_req.h):
+ * the guests' application events' begin/end, and @slice ("BEGIN,END":
+ * two guest trace events, [system:]name, or NULL) on the event's thread.
+ * @counts (NULL: not wanted): the summary's counts of the pass, which
+ * merges every trace and application input unfiltered, so they are the
+ * summary's only when merge has no perf input and no filter.
+ */
+struct hgm_par_result;
+struct hga_reports {
+	FILE *text;
+	FILE *json;
+	FILE *svg;
+	const char *slice;
+	struct hgm_par_result *counts;
+};
+
+/*
  * merge --analyze (analyze_in.c): @par's trace inputs merged again on one
- * thread, decoded into the engine, its reports to @text and/or @json
- * (either may be NULL), and the picture to @svg (NULL: none).  The filter's --from/--to clip the split (the
- * events before still set the state), its --events is ignored.  0, or
- * an HGM_E_* with @err.  Requests (analyze_req.h): the guests'
- * application events' begin/end, and @slice ("BEGIN,END": two guest trace
- * events, [system:]name, or NULL) on the event's thread.
+ * thread, decoded into the engine, its reports to @rep's files.  The
+ * filter's --from/--to clip the split (the events before still set the
+ * state), its --events is ignored.  0, or an HGM_E_* with @err.
  */
 struct hgm_par;
-int hga_merge_run(const struct hgm_par *par, FILE *text, FILE *json, FILE *svg,
-		  const char *slice, char *err, size_t err_len);
+int hga_merge_run(const struct hgm_par *par, const struct hga_reports *rep, char *err,
+		  size_t err_len);
 
 #endif /* HGCLOCK_ANALYZE_H */

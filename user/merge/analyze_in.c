@@ -254,10 +254,12 @@ static int parse_slice(struct feed *f, const char *spec, char *err, size_t err_l
 	return 0;
 }
 
-static int merge_run(const struct hgm_par *par, FILE *text, FILE *json, FILE *svg,
-		     const char *slice, const struct hgr_options *ropt, char *err,
-		     size_t err_len)
+static int merge_run(const struct hgm_par *par, const struct hga_reports *rep,
+		     const struct hgr_options *ropt, char *err, size_t err_len)
 {
+	FILE *text = rep ? rep->text : NULL, *json = rep ? rep->json : NULL;
+	FILE *svg = rep ? rep->svg : NULL;
+	const char *slice = rep ? rep->slice : NULL;
 	static struct hgm_filter filter;	/* large: not on the stack */
 	static struct hgr r;			/* not moved while in use */
 	struct hgm m = { 0 };
@@ -318,6 +320,8 @@ static int merge_run(const struct hgm_par *par, FILE *text, FILE *json, FILE *sv
 		snprintf(err, err_len, "--analyze: out of memory");
 		ret = HGM_E_SYSTEM;
 	}
+	if (!ret && rep && rep->counts)
+		hgm_result(&m, rep->counts);
 	if (!ret && text && f.nr_unplaced)
 		fprintf(text, "# %" PRIu64 " host kvm_entry/kvm_exit of threads that are no merged "
 			"guest's vCPU (other VMs, or no tracking record): left out\n", f.nr_unplaced);
@@ -343,14 +347,14 @@ static int merge_run(const struct hgm_par *par, FILE *text, FILE *json, FILE *sv
 	return ret;
 }
 
-int hga_merge_run(const struct hgm_par *par, FILE *text, FILE *json, FILE *svg,
-		  const char *slice, char *err, size_t err_len)
+int hga_merge_run(const struct hgm_par *par, const struct hga_reports *rep, char *err,
+		  size_t err_len)
 {
-	return merge_run(par, text, json, svg, slice, NULL, err, err_len);
+	return merge_run(par, rep, NULL, err, err_len);
 }
 
-int hga_merge_engine(const struct hgm_par *par, const struct hgr_options *opt, char *err,
-		     size_t err_len)
+int hga_merge_engine(const struct hgm_par *par, const struct hga_reports *rep,
+		     const struct hgr_options *opt, char *err, size_t err_len)
 {
-	return merge_run(par, NULL, NULL, NULL, NULL, opt, err, err_len);
+	return merge_run(par, rep, opt, err, err_len);
 }

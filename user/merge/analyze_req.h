@@ -151,11 +151,12 @@ int hgr_percentile(struct hgr *r, unsigned int c, unsigned int pct, uint64_t *ns
 int hgr_report_text(struct hgr *r, FILE *out);
 
 /*
- * merge --perfetto with --analyze (analyze_in.c): @par's trace inputs
- * through the engine as hga_merge_run() does, no report: only @opt's
- * callbacks see the result.  0, or an HGM_E_* with @err.
+ * merge --perfetto with --analyze (analyze_in.c): hga_merge_run() with
+ * @opt's callbacks seeing the result as the engine makes it, in the same
+ * pass that writes @rep's reports (@rep NULL: none).  0, or an HGM_E_*
+ * with @err.
  */
-int hga_merge_engine(const struct hgm_par *par, const struct hgr_options *opt, char *err,
-		     size_t err_len);
+int hga_merge_engine(const struct hgm_par *par, const struct hga_reports *rep,
+		     const struct hgr_options *opt, char *err, size_t err_len);
 
 #endif /* HGCLOCK_ANALYZE_REQ_H */

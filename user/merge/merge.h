@@ -497,11 +497,13 @@ struct hgm_pf_result {
  * @par's inputs merged again on one thread (its filter applies) into a
  * Perfetto trace on @out (Documentation/merge.rst, "Perfetto trace"),
  * and the summary's counts into @counts (when not NULL); with @analysis
- * (merge --analyze), each guest thread's time on the host too
- * (Documentation/analyze.rst, "In Perfetto").  0, or an HGM_E_* with
- * @err.
+ * (merge --analyze*), each guest thread's time on the host too
+ * (Documentation/analyze.rst, "In Perfetto"), and @analysis's reports
+ * written by the same pass of the engine.  0, or an HGM_E_* with @err.
  */
+struct hga_reports;
 int hgm_pf_run(const struct hgm_par *par, FILE *out, struct hgm_pf_result *res,
-	       struct hgm_par_result *counts, bool analysis, char *err, size_t err_len);
+	       struct hgm_par_result *counts, const struct hga_reports *analysis, char *err,
+	       size_t err_len);
 
 #endif /* HGCLOCK_MERGE_H */

@@ -929,11 +929,12 @@ out:
 	return ret ? -1 : 0;
 }
 
-static int pf_analysis(struct pf *pf, const struct hgm_par *par, char *err, size_t err_len)
+static int pf_analysis(struct pf *pf, const struct hgm_par *par, const struct hga_reports *rep,
+		       char *err, size_t err_len)
 {
 	struct pf_an an = { .pf = pf, .next_flow = PF_AN_FLOW_BASE };
 	struct hgr_options opt = { .charge_cb = an_charge, .slice_cb = an_slice, .ctx = &an };
-	int ret = hga_merge_engine(par, &opt, err, err_len);
+	int ret = hga_merge_engine(par, rep, &opt, err, err_len);
 
 	for (uint32_t i = 0; i < an.nr_v; i++)
 		free(an.v[i].p);
@@ -943,7 +944,8 @@ static int pf_analysis(struct pf *pf, const struct hgm_par *par, char *err, size
 }
 
 int hgm_pf_run(const struct hgm_par *par, FILE *out, struct hgm_pf_result *res,
-	       struct hgm_par_result *counts, bool analysis, char *err, size_t err_len)
+	       struct hgm_par_result *counts, const struct hga_reports *analysis, char *err,
+	       size_t err_len)
 {
 	struct hgm m = { 0 };
 	struct pf pf = { .m = &m, .out = out, .res = res, .min_ns = UINT64_MAX };
@@ -968,11 +970,13 @@ int hgm_pf_run(const struct hgm_par *par, FILE *out, struct hgm_pf_result *res,
 	}
 	/*
 	 * The analysis's pass needs its own merge of the inputs: hgm_run()
-	 * has handed this one's events out.  An error of the analysis's
-	 * input (its window) is said as such; one of writing as above.
+	 * has handed this one's events out.  It also writes the reports
+	 * (merge does not run the engine a second time for them).  An
+	 * error of the analysis's input (its window) or of writing its
+	 * reports is said as such; one of writing this file as above.
 	 */
 	if (analysis) {
-		ret = pf_analysis(&pf, par, err, err_len);
+		ret = pf_analysis(&pf, par, analysis, err, err_len);
 		if (ret && pf.failed_errno) {
 			snprintf(err, err_len, "writing the Perfetto trace: %s",
 				 strerror(pf.failed_errno));
