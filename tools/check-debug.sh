@@ -24,7 +24,9 @@
 #                               whether one of its frames is hgclock's
 #
 # Environment: HGCLOCK_DEBUG_KERNEL_CACHE (tools/debug-kernel.sh),
-# HGCLOCK_DEBUG_TIMEOUT (the VM's timeout, default 2400 s), BUILD.
+# HGCLOCK_DEBUG_TIMEOUT (the VM's timeout, default 2400 s), BUILD;
+# HGCLOCK_DEBUG_INJECT_BOOT_REPORT=N (by hand only): the first N boots
+# get a report line in their kernel log, to see the boots retried.
 set -u -o pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -44,11 +46,11 @@ BENIGN='KernelAddressSanitizer initialized|kmemleak: Kernel memory leak detector
 # The VM's exit status when the kernel reported before hgclock was loaded.
 BOOT_FAULT=3
 
-# The report lines of a kernel log, and "lockdep is off" when it is (a
-# report that switched it off may have scrolled out of the log).
-boot_reports() {	# FILE
+# The report lines of the kernel log on standard input, and "lockdep is
+# off" when it is (a report that switched it off may have scrolled out).
+boot_reports() {
 	awk -v re="$REPORTS" -v benign="$BENIGN" \
-		'$0 ~ re && $0 !~ benign && $0 !~ /Call Trace/' "$1" | head -n 5
+		'$0 ~ re && $0 !~ benign && $0 !~ /Call Trace/' | head -n 5
 	if [ -r /proc/lockdep_stats ] && ! grep -q 'debug_locks: *1' /proc/lockdep_stats; then
 		echo "lockdep is off: $(grep debug_locks /proc/lockdep_stats)"
 	fi
@@ -57,14 +59,15 @@ boot_reports() {	# FILE
 if [ "${1:-}" = --in-vm ]; then
 	build=${2:?} ko=${3:?} logs=${4:?}
 	# The boot's kernel log: vm-tests.sh clears it.
-	dmesg >"$logs/dmesg-boot.txt"
+	boot_log=$(dmesg)
+	echo "$boot_log" >"$logs/dmesg-boot.txt"
 	# A report before the module was ever loaded is the kernel's or the
 	# emulator's (CI saw "KASAN: wild-memory-access in do_raw_spin_lock"
 	# 1.7 s into one boot), and it can switch lockdep off for the whole
 	# run, so the suite would test nothing.  Say so and exit
 	# $BOOT_FAULT: the caller boots again.  hgclock is not loaded here
 	# (vm-tests.sh loads it), which lsmod confirms.
-	boot_reports=$(boot_reports "$logs/dmesg-boot.txt")
+	boot_reports=$(boot_reports <<<"$boot_log")
 	if [ -n "$boot_reports" ] && ! grep -q '^hgclock ' /proc/modules; then
 		sed 's/^/# boot report: /' <<<"$boot_reports"
 		exit $BOOT_FAULT
@@ -195,11 +198,16 @@ rm -rf "$log_dir"/vm.boot*
 attempts=3
 for attempt in $(seq 1 $attempts); do
 	rm -rf "$log_dir/vm" "$log_dir"/dmesg-*.txt
+	# The retry itself, tested by hand: a report line written into the
+	# kernel log of the first N boots before the check.
+	inject=
+	[ "$attempt" -le "${HGCLOCK_DEBUG_INJECT_BOOT_REPORT:-0}" ] &&
+		inject="echo 'BUG: injected by HGCLOCK_DEBUG_INJECT_BOOT_REPORT' >/dev/kmsg; "
 	tools/vm/run --kernel "$dk/build" --modules "$dk/modroot" \
 		--tcg-thread single --append "loglevel=1 acpi=noirq" \
 		--timeout "${HGCLOCK_DEBUG_TIMEOUT:-2400}" --boot-timeout 600 \
 		--log-dir "$log_dir/vm" "${results[@]}" -- \
-		"tools/check-debug.sh --in-vm '$build_abs' '$ko' '$log_dir'" \
+		"${inject}tools/check-debug.sh --in-vm '$build_abs' '$ko' '$log_dir'" \
 		>"$log_dir/$name.out" 2>&1
 	rc=$?
 	[ $attempt -eq $attempts ] && break
