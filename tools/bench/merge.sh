@@ -126,7 +126,8 @@ bench_pair() {	# PREFIX DIR CORR HOST GUEST
 # trace-cmd report, and each output's bytes per million events.  Then
 # the analysis (--analyze-json) alone and with --perfetto, where one
 # pass of its engine draws it and writes the report: the last ratio is
-# that run's time over the two runs' apart.
+# that run's time over the two runs' apart, then the analysis's over
+# merge's text on one thread.
 bench_dat() {	# PREFIX DIR CORR HOST GUEST
 	local p=$1 d=$2 tmp hd hp hj hj1 ha hpa ratio events txt dat pf js
 	tmp=$(mktemp -d)
@@ -157,8 +158,11 @@ bench_dat() {	# PREFIX DIR CORR HOST GUEST
 		echo "BENCH $p.time_ratio_merge_$1_over_report $ratio x"
 		echo "BENCH $p.hgclock_merge_$1_max_rss $3 KiB"
 	done
-	awk -v pa="${hpa% *}" -v p1="${hp% *}" -v a1="${ha% *}" -v p="$p" 'BEGIN {
-		printf "BENCH %s.time_ratio_perfetto_analyze_over_apart %.3f x\n", p, pa / (p1 + a1) }'
+	# The analysis against merge's text on one thread (bench_pair's
+	# $hg1, in scope here): issue 32's goal is at most 1.3x.
+	awk -v pa="${hpa% *}" -v p1="${hp% *}" -v a1="${ha% *}" -v m1="${hg1% *}" -v p="$p" 'BEGIN {
+		printf "BENCH %s.time_ratio_perfetto_analyze_over_apart %.3f x\n", p, pa / (p1 + a1)
+		printf "BENCH %s.time_ratio_analyze_over_merge_1thread %.3f x\n", p, a1 / m1 }'
 	awk -v e="$events" -v t="$txt" -v d="$dat" -v f="$pf" -v j="$js" -v p="$p" 'BEGIN { if (e > 0) {
 		printf "BENCH %s.text_bytes_per_million_events %.0f bytes\n", p, t * 1e6 / e
 		printf "BENCH %s.dat_bytes_per_million_events %.0f bytes\n", p, d * 1e6 / e
