@@ -274,7 +274,8 @@ static int merge_run(const struct hgm_par *par, const struct hga_reports *rep,
 	if (parse_slice(&f, slice, err, err_len))
 		return HGM_E_INPUT;
 
-	opt.progress = false;
+	/* the progress line when this is merge's only pass (hga_reports) */
+	opt.progress = rep && rep->counts && par->progress;
 	opt.shard = opt.nr_shards = 0;
 	opt.no_text = true;
 	/*
