@@ -264,28 +264,16 @@ static void dat_summary(const char *path, const struct hgm_dat_result *r, bool q
 	fprintf(stderr, "\n");
 }
 
-/* The --analyze* outputs: each not opened is left alone. */
-static void analysis_abort(struct hg_output *text, struct hg_output *json, struct hg_output *svg)
-{
-	hg_output_abort(text);
-	hg_output_abort(json);
-	hg_output_abort(svg);
-}
-
-/* Each one opened, into place; a failure said.  An exit status. */
+/*
+ * Each one opened, into place; a failure said.  An exit status; the
+ * caller's exit path aborts what is left.
+ */
 static int analysis_commit(struct hg_output *text, struct hg_output *json, struct hg_output *svg)
 {
-	int ret = HGCLOCK_EXIT_OK;
-
-	if (text->path && hg_output_commit(text))
-		ret = HGCLOCK_EXIT_FAILURE;
-	if (!ret && json->path && hg_output_commit(json))
-		ret = HGCLOCK_EXIT_FAILURE;
-	if (!ret && svg->path && hg_output_commit(svg))
-		ret = HGCLOCK_EXIT_FAILURE;
-	if (ret)
-		analysis_abort(text, json, svg);
-	return ret;
+	if ((text->path && hg_output_commit(text)) || (json->path && hg_output_commit(json)) ||
+	    (svg->path && hg_output_commit(svg)))
+		return HGCLOCK_EXIT_FAILURE;
+	return HGCLOCK_EXIT_OK;
 }
 
 /* What --perfetto wrote; events it could not place are said even with --quiet. */
@@ -867,10 +855,8 @@ int cmd_merge(int argc, char **argv)
 		/* an output that does not open has said why */
 		if ((analyze_path && hg_output_open(&ao, analyze_path)) ||
 		    (analyze_json_path && hg_output_open(&ajo, analyze_json_path)) ||
-		    (analyze_svg_path && hg_output_open(&aso, analyze_svg_path))) {
-			analysis_abort(&ao, &ajo, &aso);
+		    (analyze_svg_path && hg_output_open(&aso, analyze_svg_path)))
 			goto out;
-		}
 		reports = (struct hga_reports){ .text = ao.f, .json = ajo.f, .svg = aso.f,
 						.slice = analyze_slice,
 						.counts = analysis_counts ? &res : NULL };
@@ -880,7 +866,6 @@ int cmd_merge(int argc, char **argv)
 		res.filtered = filtering;
 		if (rc) {
 			hg_err("%s", err);
-			analysis_abort(&ao, &ajo, &aso);
 			ret = rc == HGM_E_INPUT ? HGCLOCK_EXIT_BAD_INPUT : HGCLOCK_EXIT_FAILURE;
 			goto out;
 		}
@@ -907,15 +892,12 @@ int cmd_merge(int argc, char **argv)
 		if (rc) {
 			hg_err("--perfetto: %s: %s", hg_output_name(pf_path), err);
 			hg_output_abort(&po);
-			analysis_abort(&ao, &ajo, &aso);
 			ret = rc == HGM_E_SYSTEM ? HGCLOCK_EXIT_FAILURE : HGCLOCK_EXIT_BAD_INPUT;
 			goto out;
 		}
 		ret = hg_output_commit(&po);
-		if (ret) {
-			analysis_abort(&ao, &ajo, &aso);
+		if (ret)
 			goto out;
-		}
 		ret = HGCLOCK_EXIT_FAILURE;
 		if (analysis && analysis_commit(&ao, &ajo, &aso))
 			goto out;
@@ -946,9 +928,11 @@ out:
 		hg_output_abort(&to);
 	if (jout)
 		hg_output_abort(&jo);
-	/* no-ops on what was committed or never opened */
+	/* every failure's path: no-ops on what was committed or never opened */
 	hg_output_abort(&ro);
-	analysis_abort(&ao, &ajo, &aso);
+	hg_output_abort(&ao);
+	hg_output_abort(&ajo);
+	hg_output_abort(&aso);
 	hgsync_free(&s);
 	hg_unmap_file(buf, len);
 out_args:
