@@ -46,14 +46,22 @@ BENIGN='KernelAddressSanitizer initialized|kmemleak: Kernel memory leak detector
 # The VM's exit status when the kernel reported before hgclock was loaded.
 BOOT_FAULT=3
 
+# Each report's first line in FILES (standard input without).
+report_heads() {
+	awk -v re="$REPORTS" -v benign="$BENIGN" \
+		'$0 ~ re && $0 !~ benign && $0 !~ /Call Trace/' "$@"
+}
+
+# In the VM: lockdep still on (it switches itself off after a report).
+lockdep_on() {
+	[ -r /proc/lockdep_stats ] && grep -q 'debug_locks: *1' /proc/lockdep_stats
+}
+
 # The report lines of the kernel log on standard input, and "lockdep is
 # off" when it is (a report that switched it off may have scrolled out).
 boot_reports() {
-	awk -v re="$REPORTS" -v benign="$BENIGN" \
-		'$0 ~ re && $0 !~ benign && $0 !~ /Call Trace/' | head -n 5
-	if [ -r /proc/lockdep_stats ] && ! grep -q 'debug_locks: *1' /proc/lockdep_stats; then
-		echo "lockdep is off: $(grep debug_locks /proc/lockdep_stats)"
-	fi
+	report_heads | head -n 5
+	lockdep_on || echo "lockdep is off: $(grep debug_locks /proc/lockdep_stats 2>&1)"
 }
 
 if [ "${1:-}" = --in-vm ]; then
@@ -77,7 +85,7 @@ if [ "${1:-}" = --in-vm ]; then
 	# shellcheck source=tools/tap.sh
 	. tools/tap.sh
 	TAP_PREFIX=debug.
-	if [ -r /proc/lockdep_stats ] && grep -q 'debug_locks: *1' /proc/lockdep_stats; then
+	if lockdep_on; then
 		tap ok lockdep_active
 	else
 		tap not-ok lockdep_active "lockdep is off: $(grep debug_locks /proc/lockdep_stats 2>&1)"
@@ -265,8 +273,7 @@ if [ ${#files[@]} -eq 0 ]; then
 	own not-ok debug_console_clean "no console log or kernel log from the VM"
 else
 	scan "${files[@]}" >"$log_dir/reports.txt"
-	heads=$(awk -v re="$REPORTS" -v benign="$BENIGN" '
-		$0 ~ re && $0 !~ benign && $0 !~ /Call Trace/' "${files[@]}" | sort -u)
+	heads=$(report_heads "${files[@]}" | sort -u)
 	if [ ! -s "$log_dir/reports.txt" ]; then
 		own ok debug_console_clean
 	else
