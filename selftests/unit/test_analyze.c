@@ -150,6 +150,14 @@ static int disrupt(struct hga *a, uint64_t t, int guest, bool begin)
 	return hga_event(a, &ev);
 }
 
+static int irq_ev(struct hga *a, uint64_t t, uint32_t kind, int cpu, int irq, const char *name)
+{
+	struct hga_event ev = { .kind = kind, .host_ns = t, .host_cpu = cpu, .irq = irq };
+
+	snprintf(ev.irq_name, sizeof(ev.irq_name), "%s", name);
+	return hga_event(a, &ev);
+}
+
 /*
  * Guest 0, vCPU 0, its thread host tid 1000.  A slice of guest thread 42
  * [100, 900) with a CPUID exit, an external interrupt whose handling is
@@ -622,7 +630,7 @@ TEST(random_exactness)
 	struct cap *c = calloc(1, sizeof(*c));
 	struct hga_options opt = { .slice_cb = cap_slice, .ctx = c };
 	static const uint32_t reasons[] = { VMX_CPUID, VMX_EXTINT, VMX_HLT, VMX_IO, 200 };
-	uint64_t first[2][2] = { { 0 } }, seed = 12345, t = 1000, sum;
+	uint64_t first[2][2] = { { 0 } }, seed = 12345, t = 1000, sum, nr_irq_keys = 0;
 	int tid_of_cpu_vcpu[2][2] = { { 1000, 1001 }, { 2000, 2001 } };
 	struct hga a;
 	uint32_t i;
@@ -639,9 +647,9 @@ TEST(random_exactness)
 		g = r & 1;
 		v = (r >> 1) & 1;
 		cpu = (r >> 2) % 3;
-		kind = (r >> 4) % 6;
+		kind = (r >> 4) % 8;
 		/* a vCPU's time begins at its first kvm_* or guest switch */
-		if (!first[g][v] && kind != 2 && kind != 5)
+		if (!first[g][v] && kind != 2 && kind < 5)
 			first[g][v] = t;
 		switch (kind) {
 		case 0:
@@ -660,8 +668,14 @@ TEST(random_exactness)
 			ASSERT_EQ(0, gsw(&a, t, g, v, (r >> 8) % 5, (r >> 11) % 5, "g",
 					 (uint64_t)((r >> 14) % 50)));
 			break;
-		default:
+		case 5:
 			ASSERT_EQ(0, disrupt(&a, t, g, (r >> 8) & 1));
+			break;
+		default:	/* host interrupts, entries and exits in any order */
+			ASSERT_EQ(0, irq_ev(&a, t, kind == 6 ?
+					    ((r >> 8) & 1 ? HGA_EV_IRQ_ENTRY : HGA_EV_IRQ_EXIT) :
+					    ((r >> 8) & 1 ? HGA_EV_SOFTIRQ_ENTRY : HGA_EV_SOFTIRQ_EXIT),
+					    cpu, (r >> 9) % HGA_NR_SOFTIRQS, "i"));
 		}
 	}
 	ASSERT_EQ(0, hga_finish(&a, t + 10));
@@ -682,11 +696,131 @@ TEST(random_exactness)
 		EXPECT_EQ(t + 10 - first[i >> 1][i & 1], sum);
 		for (j = 0; j < s->exits.n; j++)
 			e += s->exits.v[j].ns;
-		for (j = 0; j < s->offenders.n; j++)
+		for (j = 0; j < s->offenders.n; j++) {
 			o += s->offenders.v[j].ns;
+			if (!hga_key_is_task(s->offenders.v[j].key) && s->offenders.v[j].ns)
+				nr_irq_keys++;
+		}
 		EXPECT_EQ(s->ns[HGA_C_EXIT], e);
 		EXPECT_EQ(s->ns[HGA_C_PREEMPTED], o);
 	}
+	/* the interrupts took time from some vCPU (their keys, not a task's) */
+	EXPECT_GT(nr_irq_keys, 0);
+	hga_free(&a);
+	free(c);
+}
+
+/*
+ * The host's interrupts as offenders: an IRQ and a softirq (with the
+ * IRQ inside it) during an external-interrupt exit, an IRQ interrupting
+ * the task that preempted the vCPU thread, a softirq whose exit is lost
+ * (a context switch ends it), and an IRQ while the vCPU is halted (not
+ * charged: the guest was idle).  Every ns once, the offenders by key.
+ */
+TEST(irq_offenders)
+{
+	struct cap *c = calloc(1, sizeof(*c));
+	struct hga_options opt = { .slice_cb = cap_slice, .ctx = c };
+	const uint64_t irq24 = HGA_KEY_IRQ | 24, irq1 = HGA_KEY_IRQ | 1;
+	const uint64_t net_rx = HGA_KEY_SOFTIRQ | 3, timer = HGA_KEY_SOFTIRQ | 1;
+	const struct hga_split *v;
+	struct cap_slice *s;
+	char *buf = NULL, label[64];
+	size_t len = 0;
+	struct hga a;
+	FILE *f;
+
+	ASSERT_NE(NULL, c);
+	ASSERT_EQ(0, hga_init(&a, &opt));
+	ASSERT_EQ(0, hsw(&a, 0, 0, 0, true, "swapper/0", 1000, "CPU 0/KVM"));
+	ASSERT_EQ(0, kvm(&a, 0, true, 0, 0, 0, 1000, 0));
+	ASSERT_EQ(0, gsw(&a, 100, 0, 0, 0, 42, "work", 0));
+	ASSERT_EQ(0, kvm(&a, 200, false, 0, 0, 0, 1000, VMX_EXTINT));
+	ASSERT_EQ(0, irq_ev(&a, 210, HGA_EV_IRQ_ENTRY, 0, 24, "virtio0"));
+	ASSERT_EQ(0, irq_ev(&a, 250, HGA_EV_IRQ_EXIT, 0, 24, ""));
+	ASSERT_EQ(0, irq_ev(&a, 250, HGA_EV_SOFTIRQ_ENTRY, 0, 3, ""));
+	ASSERT_EQ(0, irq_ev(&a, 260, HGA_EV_IRQ_ENTRY, 0, 24, "virtio0"));
+	ASSERT_EQ(0, irq_ev(&a, 270, HGA_EV_IRQ_EXIT, 0, 24, ""));
+	ASSERT_EQ(0, irq_ev(&a, 300, HGA_EV_SOFTIRQ_EXIT, 0, 3, ""));
+	/* another CPU's interrupt takes nothing from this vCPU */
+	ASSERT_EQ(0, irq_ev(&a, 305, HGA_EV_IRQ_ENTRY, 1, 24, "virtio0"));
+	ASSERT_EQ(0, kvm(&a, 310, true, 0, 0, 0, 1000, 0));
+	ASSERT_EQ(0, kvm(&a, 400, false, 0, 0, 0, 1000, VMX_CPUID));
+	ASSERT_EQ(0, hsw(&a, 420, 0, 1000, true, "CPU 0/KVM", 2000, "hog"));
+	ASSERT_EQ(0, irq_ev(&a, 450, HGA_EV_IRQ_ENTRY, 0, 1, "i8042"));
+	ASSERT_EQ(0, irq_ev(&a, 470, HGA_EV_IRQ_EXIT, 0, 1, ""));
+	ASSERT_EQ(0, irq_ev(&a, 480, HGA_EV_SOFTIRQ_ENTRY, 0, 1, ""));
+	/* its softirq_exit lost: the switch back ends it */
+	ASSERT_EQ(0, hsw(&a, 500, 0, 2000, true, "hog", 1000, "CPU 0/KVM"));
+	ASSERT_EQ(0, kvm(&a, 510, true, 0, 0, 0, 1000, 0));
+	ASSERT_EQ(0, gsw(&a, 600, 0, 0, 42, 0, "swapper/0", 0));
+	ASSERT_EQ(0, kvm(&a, 620, false, 0, 0, 0, 1000, VMX_HLT));
+	ASSERT_EQ(0, irq_ev(&a, 630, HGA_EV_IRQ_ENTRY, 0, 24, "virtio0"));
+	ASSERT_EQ(0, irq_ev(&a, 640, HGA_EV_IRQ_EXIT, 0, 24, ""));
+	/* hostile: a negative irq, a vector past RCU, a CPU out of range */
+	EXPECT_EQ(1, irq_ev(&a, 650, HGA_EV_IRQ_ENTRY, 0, -1, "x"));
+	EXPECT_EQ(1, irq_ev(&a, 650, HGA_EV_SOFTIRQ_ENTRY, 0, HGA_NR_SOFTIRQS, ""));
+	EXPECT_EQ(1, irq_ev(&a, 650, HGA_EV_IRQ_EXIT, -1, 24, ""));
+	EXPECT_EQ(3, a.nr_bad);
+	ASSERT_EQ(0, hga_finish(&a, 700));
+	ASSERT_EQ(2, c->n);
+	EXPECT_EQ(0, c->nr_bad_sums);
+
+	/*
+	 * 42 [100, 600): guest 100 + 90 + 90; exits EXTINT 10 + 10, CPUID
+	 * 20 + 10; preempted: irq 24 40 + 10, NET_RX 10 + 30, hog 30 + 10,
+	 * irq 1 20, TIMER 20 (to the switch).
+	 */
+	s = &c->s[0];
+	EXPECT_EQ(500, s->wall_ns);
+	EXPECT_EQ(280, s->ns[HGA_C_GUEST]);
+	EXPECT_EQ(50, s->ns[HGA_C_EXIT]);
+	EXPECT_EQ(20, bucket_ns(s->exits, s->nr_exits, exit_key(VMX_EXTINT)));
+	EXPECT_EQ(30, bucket_ns(s->exits, s->nr_exits, exit_key(VMX_CPUID)));
+	EXPECT_EQ(170, s->ns[HGA_C_PREEMPTED]);
+	EXPECT_EQ(50, bucket_ns(s->offenders, s->nr_offenders, irq24));
+	EXPECT_EQ(2, bucket_count(s->offenders, s->nr_offenders, irq24));
+	EXPECT_EQ(40, bucket_ns(s->offenders, s->nr_offenders, net_rx));
+	EXPECT_EQ(1, bucket_count(s->offenders, s->nr_offenders, net_rx));
+	EXPECT_EQ(40, bucket_ns(s->offenders, s->nr_offenders, 2000));
+	EXPECT_EQ(1, bucket_count(s->offenders, s->nr_offenders, 2000));
+	EXPECT_EQ(20, bucket_ns(s->offenders, s->nr_offenders, irq1));
+	EXPECT_EQ(1, bucket_count(s->offenders, s->nr_offenders, irq1));
+	EXPECT_EQ(20, bucket_ns(s->offenders, s->nr_offenders, timer));
+
+	/* the vCPU: halted from 620 to the end, its IRQ not charged */
+	v = hga_vcpu_split(&a, 0, 0);
+	ASSERT_NE(NULL, v);
+	EXPECT_EQ(170, v->ns[HGA_C_PREEMPTED]);
+	EXPECT_EQ(80, v->ns[HGA_C_HALTED]);
+	EXPECT_EQ(700, v->ns[HGA_C_GUEST] + v->ns[HGA_C_EXIT] + v->ns[HGA_C_PREEMPTED] +
+			    v->ns[HGA_C_HALTED]);
+
+	/* the names */
+	EXPECT_FALSE(hga_key_is_task(irq24));
+	EXPECT_TRUE(hga_key_is_task(2000));
+	hga_offender_label(&a, irq24, label, sizeof(label));
+	EXPECT_STREQ("irq 24 (virtio0)", label);
+	hga_offender_label(&a, net_rx, label, sizeof(label));
+	EXPECT_STREQ("softirq NET_RX", label);
+	hga_offender_label(&a, HGA_KEY_IRQ | 77, label, sizeof(label));
+	EXPECT_STREQ("irq 77", label);
+	hga_offender_label(&a, 2000, label, sizeof(label));
+	EXPECT_STREQ("hog-2000", label);
+
+	f = open_memstream(&buf, &len);
+	ASSERT_EQ(0, hga_report_text(&a, f, 10));
+	fclose(f);
+	EXPECT_NE(NULL, strstr(buf, "irq 24 (virtio0)"));
+	EXPECT_NE(NULL, strstr(buf, "softirq TIMER"));
+	free(buf);
+	buf = NULL;
+	f = open_memstream(&buf, &len);
+	ASSERT_EQ(0, hga_report_json(&a, f));
+	fclose(f);
+	EXPECT_NE(NULL, strstr(buf, "{\"tid\":null,\"irq\":24,\"comm\":\"virtio0\",\"ns\":50,\"count\":2}"));
+	EXPECT_NE(NULL, strstr(buf, "{\"tid\":null,\"softirq\":3,\"comm\":\"NET_RX\",\"ns\":40,\"count\":1}"));
+	free(buf);
 	hga_free(&a);
 	free(c);
 }

@@ -8,14 +8,20 @@
  *     exit by reason, halted), a disruption, the time charged so far,
  *     its open slice's split and its whole split;
  *   per host CPU: the task running there (the offender of a preempted
- *     vCPU whose thread last ran there);
+ *     vCPU whose thread last ran there), and the hard IRQ and softirq
+ *     running there, if any (the offender of a vCPU whose thread it
+ *     interrupts in an exit, or of one preempted there);
  *   per guest thread: the totals of its certain slices.
  *
  * Ordering: every event first charges the time since the affected
  * vCPUs' last charge to the component their state said, and only then
  * changes that state.  A host sched_switch on CPU c changes the offender
  * of every preempted vCPU that last ran on c, so those are charged
- * before the CPU's current task changes.  Each vCPU is charged over
+ * before the CPU's current task changes; an IRQ or softirq entry or exit
+ * on c likewise charges every vCPU whose thread runs or waits on c.  A
+ * context switch or a VM entry on c ends any interrupt still marked
+ * there (its exit lost, or a softirq preempted on PREEMPT_RT), so a lost
+ * event costs one interval, not the rest of the trace.  Each vCPU is charged over
  * contiguous [last, t) pieces, so its slices' components add up to
  * their wall time exactly.
  */
@@ -61,6 +67,8 @@ struct hga_vcpu_state {
 struct hga_cpu_state {
 	int32_t curr_tid;
 	bool known;
+	uint64_t irq_key;		/* HGA_KEY_IRQ | irq: a handler runs there; 0 */
+	uint64_t softirq_key;		/* HGA_KEY_SOFTIRQ | vector: 0 none */
 };
 
 /* ---- buckets and splits ---- */
@@ -244,21 +252,81 @@ static int set_name(struct hga *a, int32_t tid, const char *comm)
 	return 0;
 }
 
-const char *hga_host_name(const struct hga *a, uint64_t key)
+/* A tid's name in a->names, or NULL; IRQs' names sit at tid -1 - irq. */
+static const char *name_of(const struct hga *a, int32_t tid)
 {
 	uint32_t i;
+
+	for (i = 0; i < a->nr_names; i++)
+		if (a->names[i].tid == tid)
+			return a->names[i].comm;
+	return NULL;
+}
+
+static const char *const softirq_names[HGA_NR_SOFTIRQS] = {
+	"HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET", "SCHED", "HRTIMER",
+	"RCU",
+};
+
+bool hga_key_is_task(uint64_t key)
+{
+	return key < HGA_KEY_IRQ;
+}
+
+const char *hga_host_name(const struct hga *a, uint64_t key)
+{
+	const char *name;
 
 	if (key == NO_TID_KEY)
 		return "(unknown)";
 	if (key == OTHER_KEY)
 		return "(others)";
-	for (i = 0; i < a->nr_names; i++)
-		if ((uint64_t)(uint32_t)a->names[i].tid == key)
-			return a->names[i].comm;
-	return "?";
+	if ((key >> 32) == HGA_KEY_IRQ >> 32)
+		return (name = name_of(a, -1 - (int32_t)(uint32_t)key)) ? name : "irq";
+	if ((key >> 32) == HGA_KEY_SOFTIRQ >> 32)
+		return (uint32_t)key < HGA_NR_SOFTIRQS ? softirq_names[(uint32_t)key] : "softirq";
+	if (!hga_key_is_task(key))
+		return "?";
+	return (name = name_of(a, (int32_t)key)) ? name : "?";
 }
 
-/* The component the vCPU's state says now (and its key for the buckets). */
+void hga_offender_label(const struct hga *a, uint64_t key, char *buf, size_t len)
+{
+	const char *name = hga_host_name(a, key);
+	uint32_t n = (uint32_t)key;
+
+	if (key == NO_TID_KEY)
+		snprintf(buf, len, "(unknown task)");
+	else if (key == OTHER_KEY)
+		snprintf(buf, len, "(other tasks)");
+	else if ((key >> 32) == HGA_KEY_IRQ >> 32)
+		snprintf(buf, len, strcmp(name, "irq") ? "irq %" PRIu32 " (%s)" : "irq %" PRIu32,
+			 n, name);
+	else if ((key >> 32) == HGA_KEY_SOFTIRQ >> 32)
+		snprintf(buf, len, n < HGA_NR_SOFTIRQS ? "softirq %s" : "softirq %.0s%" PRIu32,
+			 name, n);
+	else
+		snprintf(buf, len, "%s-%" PRIu64, name, key);
+}
+
+/* The interrupt running on host CPU @cpu (its offender key), or 0. */
+static uint64_t cpu_irq_key(const struct hga *a, int32_t cpu)
+{
+	const struct hga_cpu_state *c;
+
+	if (cpu < 0 || (uint32_t)cpu >= a->nr_cpus)
+		return 0;
+	c = &a->cpus[cpu];
+	return c->irq_key ? c->irq_key : c->softirq_key;
+}
+
+/*
+ * The component the vCPU's state says now (and its key for the buckets).
+ * An interrupt on the vCPU thread's CPU takes the time of an exit being
+ * handled there, or of a preemption: the offender is the interrupt.  A
+ * halted vCPU loses nothing to it (the guest was idle), nor does a vCPU
+ * thread asleep on the host.
+ */
 static enum hga_comp classify(const struct hga *a, const struct hga_vcpu_state *v, uint64_t *key)
 {
 	*key = 0;
@@ -267,6 +335,9 @@ static enum hga_comp classify(const struct hga *a, const struct hga_vcpu_state *
 	if (v->mode == MODE_HALT)
 		return HGA_C_HALTED;
 	if (v->run == RUN_OFF_RUNNABLE) {
+		*key = cpu_irq_key(a, v->host_cpu);
+		if (*key)
+			return HGA_C_PREEMPTED;
 		*key = NO_TID_KEY;
 		if (v->host_cpu >= 0 && (uint32_t)v->host_cpu < a->nr_cpus &&
 		    a->cpus[v->host_cpu].known)
@@ -278,6 +349,9 @@ static enum hga_comp classify(const struct hga *a, const struct hga_vcpu_state *
 	if (v->mode == MODE_GUEST)
 		return HGA_C_GUEST;
 	if (v->mode == MODE_EXIT) {
+		*key = v->run == RUN_ON ? cpu_irq_key(a, v->host_cpu) : 0;
+		if (*key)
+			return HGA_C_PREEMPTED;
 		*key = v->exit_key;
 		return HGA_C_EXIT;
 	}
@@ -477,7 +551,79 @@ static const char *const kind_names[HGA_EV_NR_KINDS] = {
 	[HGA_EV_GUEST_SWITCH] = "guest sched_switch",
 	[HGA_EV_DISRUPT_BEGIN] = "disruption begin",
 	[HGA_EV_DISRUPT_END] = "disruption end",
+	[HGA_EV_IRQ_ENTRY] = "irq_handler_entry",
+	[HGA_EV_IRQ_EXIT] = "irq_handler_exit",
+	[HGA_EV_SOFTIRQ_ENTRY] = "softirq_entry",
+	[HGA_EV_SOFTIRQ_EXIT] = "softirq_exit",
 };
+
+/* Every vCPU whose thread runs or waits on host CPU @cpu, charged up to @t. */
+static int charge_cpu(struct hga *a, int32_t cpu, uint64_t t)
+{
+	uint32_t i;
+
+	for (i = 0; i < a->nr_vcpus; i++)
+		if (a->vcpus[i].host_cpu == cpu && charge(a, &a->vcpus[i], t))
+			return -1;
+	return 0;
+}
+
+/*
+ * No interrupt runs on @cpu at @t (a context switch or a VM entry there):
+ * one whose exit was lost, or a softirq preempted on PREEMPT_RT, ends.
+ */
+static int end_cpu_irqs(struct hga *a, int32_t cpu, uint64_t t)
+{
+	struct hga_cpu_state *c;
+
+	if (!cpu_irq_key(a, cpu))
+		return 0;
+	if (charge_cpu(a, cpu, t))
+		return -1;
+	c = &a->cpus[cpu];
+	c->irq_key = c->softirq_key = 0;
+	return 0;
+}
+
+static int on_irq(struct hga *a, const struct hga_event *ev)
+{
+	struct hga_cpu_state *c = get_cpu(a, ev->host_cpu);
+	uint64_t t = ev->host_ns, key, now;
+	bool begin = false;
+	uint32_t i;
+
+	if (!c || charge_cpu(a, ev->host_cpu, t))
+		return -1;
+	switch (ev->kind) {
+	case HGA_EV_IRQ_ENTRY:
+		if (set_name(a, -1 - ev->irq, ev->irq_name))
+			return -1;
+		c->irq_key = HGA_KEY_IRQ | (uint32_t)ev->irq;
+		begin = true;
+		break;
+	case HGA_EV_IRQ_EXIT:
+		c->irq_key = 0;
+		break;
+	case HGA_EV_SOFTIRQ_ENTRY:
+		c->softirq_key = HGA_KEY_SOFTIRQ | (uint32_t)ev->irq;
+		begin = !c->irq_key;
+		break;
+	default:
+		c->softirq_key = 0;
+	}
+	if (!begin)
+		return 0;
+	/* an interrupt begun: one preemption of each vCPU it takes time from */
+	now = cpu_irq_key(a, ev->host_cpu);
+	for (i = 0; i < a->nr_vcpus; i++) {
+		struct hga_vcpu_state *v = &a->vcpus[i];
+
+		if (v->host_cpu == ev->host_cpu && classify(a, v, &key) == HGA_C_PREEMPTED &&
+		    key == now && count_at(a, v, HGA_C_PREEMPTED, key, t))
+			return -1;
+	}
+	return 0;
+}
 
 static int on_kvm(struct hga *a, const struct hga_event *ev)
 {
@@ -485,6 +631,9 @@ static int on_kvm(struct hga *a, const struct hga_event *ev)
 	uint64_t t = ev->host_ns;
 
 	if (!v)
+		return -1;
+	/* IRQs are off at a VM entry: none runs on that CPU any more */
+	if (ev->kind == HGA_EV_KVM_ENTRY && end_cpu_irqs(a, ev->host_cpu, t))
 		return -1;
 	/* the vCPU's thread runs on host_cpu now: that CPU's task is it */
 	if (set_cpu_curr(a, ev->host_cpu, ev->host_tid, t) || charge(a, v, t))
@@ -510,7 +659,8 @@ static int on_host_switch(struct hga *a, const struct hga_event *ev)
 	uint64_t t = ev->host_ns;
 	uint32_t i;
 
-	if (set_name(a, ev->prev_tid, ev->prev_comm) || set_name(a, ev->next_tid, ev->next_comm))
+	if (set_name(a, ev->prev_tid, ev->prev_comm) || set_name(a, ev->next_tid, ev->next_comm) ||
+	    end_cpu_irqs(a, ev->host_cpu, t))
 		return -1;
 	/* the vCPUs preempted on this CPU change offender: charged before */
 	if (set_cpu_curr(a, ev->host_cpu, ev->next_tid, t))
@@ -624,6 +774,14 @@ int hga_event(struct hga *a, const struct hga_event *ev)
 		    ev->next_tid < 0)
 			goto bad;
 		break;
+	case HGA_EV_IRQ_ENTRY:
+	case HGA_EV_IRQ_EXIT:
+	case HGA_EV_SOFTIRQ_ENTRY:
+	case HGA_EV_SOFTIRQ_EXIT:
+		if (!cpu_ok(ev->host_cpu) || ev->irq < 0 ||
+		    ev->irq >= (ev->kind <= HGA_EV_IRQ_EXIT ? HGA_MAX_IRQ : HGA_NR_SOFTIRQS))
+			goto bad;
+		break;
 	default:
 		if (!guest_ok(ev->guest))
 			goto bad;
@@ -640,6 +798,12 @@ int hga_event(struct hga *a, const struct hga_event *ev)
 		break;
 	case HGA_EV_GUEST_SWITCH:
 		ret = on_guest_switch(a, ev);
+		break;
+	case HGA_EV_IRQ_ENTRY:
+	case HGA_EV_IRQ_EXIT:
+	case HGA_EV_SOFTIRQ_ENTRY:
+	case HGA_EV_SOFTIRQ_EXIT:
+		ret = on_irq(a, ev);
 		break;
 	default:
 		ret = on_disrupt(a, ev);
@@ -800,13 +964,8 @@ static void print_top(const struct hga *a, FILE *out, struct hga_buckets *b, boo
 	for (i = 0; i < b->n && i < top; i++) {
 		if (exits)
 			hga_exit_label(label, sizeof(label), b->v[i].key);
-		else if (b->v[i].key == NO_TID_KEY)
-			snprintf(label, sizeof(label), "(unknown task)");
-		else if (b->v[i].key == OTHER_KEY)
-			snprintf(label, sizeof(label), "(other tasks)");
 		else
-			snprintf(label, sizeof(label), "%s-%" PRIu64, hga_host_name(a, b->v[i].key),
-				 b->v[i].key);
+			hga_offender_label(a, b->v[i].key, label, sizeof(label));
 		fprintf(out, "    %-24s %15" PRIu64 " ns  %" PRIu64 " %s\n", label, b->v[i].ns,
 			b->v[i].count, exits ? "exits" : "preemptions");
 	}
@@ -924,12 +1083,19 @@ static void json_split(struct json_writer *w, const struct hga *a, const char *k
 	json_end_array(w);
 	json_begin_array(w, "preempted_by");
 	for (i = 0; i < s->offenders.n; i++) {
+		uint64_t okey = s->offenders.v[i].key;
+
 		json_begin_object(w, NULL);
-		if (s->offenders.v[i].key == NO_TID_KEY || s->offenders.v[i].key == OTHER_KEY)
-			json_null(w, "tid");
+		/* a task: its tid; an interrupt: tid null, "irq" or "softirq" */
+		if (hga_key_is_task(okey))
+			json_u64(w, "tid", okey);
 		else
-			json_u64(w, "tid", s->offenders.v[i].key);
-		json_string(w, "comm", hga_host_name(a, s->offenders.v[i].key));
+			json_null(w, "tid");
+		if ((okey >> 32) == HGA_KEY_IRQ >> 32)
+			json_u64(w, "irq", (uint32_t)okey);
+		else if ((okey >> 32) == HGA_KEY_SOFTIRQ >> 32)
+			json_u64(w, "softirq", (uint32_t)okey);
+		json_string(w, "comm", hga_host_name(a, okey));
 		json_u64(w, "ns", s->offenders.v[i].ns);
 		json_u64(w, "count", s->offenders.v[i].count);
 		json_end_object(w);

@@ -40,6 +40,10 @@ enum hga_kind {
 	HGA_EV_GUEST_SWITCH,	/* guest sched_switch on its vcpu: prev_tid -> next_tid, guest tids */
 	HGA_EV_DISRUPT_BEGIN,	/* guest stopped running (migration/restore): its old VM's last exit */
 	HGA_EV_DISRUPT_END,	/* guest runs again (the new VM's first entry) */
+	HGA_EV_IRQ_ENTRY,	/* host irq_handler_entry on host_cpu: irq, irq_name */
+	HGA_EV_IRQ_EXIT,	/* host irq_handler_exit on host_cpu */
+	HGA_EV_SOFTIRQ_ENTRY,	/* host softirq_entry on host_cpu: irq is the vector */
+	HGA_EV_SOFTIRQ_EXIT,	/* host softirq_exit on host_cpu */
 	HGA_EV_NR_KINDS
 };
 
@@ -56,13 +60,27 @@ struct hga_event {
 	bool prev_runnable;		/* host sched_switch: prev_state was R (preempted) */
 	char prev_comm[HGA_COMM_LEN], next_comm[HGA_COMM_LEN];
 	uint64_t bound_ns;		/* guest events: the mapping's bound on host_ns */
+	int32_t irq;			/* IRQ events: the irq number; softirq: vector */
+	char irq_name[HGA_COMM_LEN];	/* irq_handler_entry: the handler's name, cut */
 };
+
+#define HGA_MAX_IRQ		(1 << 24)	/* irq numbers taken (above: refused) */
+#define HGA_NR_SOFTIRQS		10		/* HI .. RCU, the kernel's vectors */
+
+/*
+ * An offender's key (hga_split.offenders): a host tid (below 2^32), or
+ * an interrupt that ran on the vCPU's host CPU in its stead.
+ */
+#define HGA_KEY_IRQ		(1ull << 32)	/* | irq number: a hard IRQ's handler */
+#define HGA_KEY_SOFTIRQ		(2ull << 32)	/* | vector: a softirq */
 
 /* Where one host ns of a vCPU went. */
 enum hga_comp {
 	HGA_C_GUEST,		/* in guest mode: kvm_entry .. kvm_exit */
 	HGA_C_EXIT,		/* handling a VM exit (not HLT) on the host, by reason */
-	HGA_C_PREEMPTED,	/* vCPU thread runnable, another host task on its CPU, by task */
+	HGA_C_PREEMPTED,	/* vCPU thread runnable, another host task on its CPU, by task;
+				 * or a host IRQ or softirq on its CPU during an exit or
+				 * a preemption (with irq_handler_entry, softirq_entry) */
 	HGA_C_HOST_BLOCKED,	/* vCPU thread asleep on the host outside HLT (its VMM's I/O...) */
 	HGA_C_HALTED,		/* HLT exit .. next kvm_entry: the guest idle */
 	HGA_C_DISRUPTED,	/* the guest ran nowhere: migration or restore */
@@ -189,6 +207,10 @@ const struct hga_split *hga_vcpu_split(const struct hga *a, int32_t guest, int32
 
 /* An offender's (host tid key's) last name; an exit key's label in @buf. */
 const char *hga_host_name(const struct hga *a, uint64_t key);
+/* Is an offender's key a host task's (not an interrupt, unknown or others)? */
+bool hga_key_is_task(uint64_t key);
+/* "comm-tid", "irq 24 (virtio0)", "softirq NET_RX", "(unknown task)"... */
+void hga_offender_label(const struct hga *a, uint64_t key, char *buf, size_t len);
 void hga_exit_label(char *buf, size_t len, uint64_t key);
 
 /* What the input lacks, as report lines (one per missing kind) in @buf. */

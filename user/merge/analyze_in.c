@@ -7,6 +7,8 @@
  *       the correlation's tracking records name its VM and vcpu_id, the
  *       guest whose VM that is, and the guest CPU (the vCPU identity)
  *   host sched:sched_switch             on the host CPU it was traced on
+ *   host irq:irq_handler_entry/exit,    the interrupt running on the host
+ *        irq:softirq_entry/exit         CPU it was traced on
  *   guest sched:sched_switch            at its mapped host time, its vCPU,
  *                                       the mapping's bound
  *   guest sched:sched_wakeup(_new)      the woken thread runnable (requests)
@@ -220,6 +222,26 @@ static int feed_event(void *ctx, const struct hgm_event *ev)
 			/* for the requests: switched out runnable (the guest's run queue) */
 			e.prev_runnable = !field(ev, "prev_state", &v) && !(v & 0xff);
 		}
+	} else if (ev->in->guest < 0 && ev->event->system &&
+		   !strcmp(ev->event->system, "irq")) {
+		/* the host's interrupts: who took an exit's or a preemption's time */
+		if (is(ev, "irq", "irq_handler_entry"))
+			e.kind = HGA_EV_IRQ_ENTRY;
+		else if (is(ev, "irq", "irq_handler_exit"))
+			e.kind = HGA_EV_IRQ_EXIT;
+		else if (is(ev, "irq", "softirq_entry"))
+			e.kind = HGA_EV_SOFTIRQ_ENTRY;
+		else if (is(ev, "irq", "softirq_exit"))
+			e.kind = HGA_EV_SOFTIRQ_EXIT;
+		else
+			return 0;
+		if (field(ev, e.kind <= HGA_EV_IRQ_EXIT ? "irq" : "vec", &v))
+			return 0;
+		/* out of range: the engine refuses it (counted, reported) */
+		e.irq = v > INT32_MAX ? -1 : (int32_t)v;
+		e.host_cpu = ev->cpu;
+		if (e.kind == HGA_EV_IRQ_ENTRY)
+			comm_field(ev, "name", e.irq_name);
 	} else {
 		return 0;
 	}

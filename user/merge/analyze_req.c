@@ -575,7 +575,7 @@ static void key_label(const struct hgr *r, unsigned int c, uint64_t key, char *b
 	else if (key >= UINT64_MAX - 1)		/* the engine's unknown and others */
 		snprintf(buf, len, "%s", hga_host_name(&r->a, key));
 	else
-		snprintf(buf, len, "%s-%" PRIu64, hga_host_name(&r->a, key), key);
+		hga_offender_label(&r->a, key, buf, len);
 }
 
 static const unsigned int pcts[] = { 50, 90, 99, 100 };

@@ -106,7 +106,7 @@ static void legend(FILE *out)
 		x, UNCERTAIN_FILL, x + 16);
 }
 
-/* The host task that took the most of @t's preempted time, or NULL. */
+/* The host task or interrupt that took the most of @t's preempted time, or NULL. */
 static const struct hga_bucket *top_offender(const struct hga_total *t)
 {
 	const struct hga_bucket *best = NULL;
@@ -150,7 +150,10 @@ static void row(const struct hga *a, FILE *out, const struct hga_total *t, int y
 	if (off && t->split.ns[HGA_C_PREEMPTED]) {
 		fprintf(out, "; preempted %.3f ms, most by ",
 			(double)t->split.ns[HGA_C_PREEMPTED] / 1e6);
-		xml_text(out, hga_host_name(a, off->key) ?: "?", HGA_COMM_LEN);
+		char label[64];
+
+		hga_offender_label(a, off->key, label, sizeof(label));
+		xml_text(out, label, sizeof(label));
 		fprintf(out, " (%.3f ms)", (double)off->ns / 1e6);
 	}
 	fputs("</text>\n", out);

@@ -73,6 +73,8 @@ typedef Perfetto__Protos__DebugAnnotation pf_arg;
 #define PF_KIND_MARKS		3	/* a machine's "hgclock disruptions" track */
 #define PF_KIND_GTHREAD		4	/* a guest thread's time on the host (--analyze) */
 #define PF_KIND_HOSTTASK	5	/* a host task that ran instead of a vCPU (--analyze) */
+#define PF_KIND_HOSTIRQ		6	/* a host IRQ that did (--analyze): its number */
+#define PF_KIND_HOSTSOFTIRQ	7	/* a host softirq that did (--analyze): its vector */
 
 static uint64_t track_uuid(int guest, unsigned int kind, uint32_t id)
 {
@@ -727,11 +729,24 @@ static int an_piece(struct pf_an *an, const struct pf_who *w, const struct pf_pi
 		break;
 	case HGA_C_PREEMPTED:
 		comm = hga_host_name(an->a, pc->key);
-		snprintf(name, sizeof(name), "preempted by %s %" PRId32, comm, (int32_t)pc->key);
 		flow = an->next_flow++;
-		host_track = track_uuid(-1, PF_KIND_HOSTTASK, (uint32_t)pc->key);
-		snprintf(host, sizeof(host), "%s %" PRId32 ": ran instead of vCPUs", comm,
-			 (int32_t)pc->key);
+		if ((pc->key >> 32) != HGA_KEY_IRQ >> 32 &&
+		    (pc->key >> 32) != HGA_KEY_SOFTIRQ >> 32) {
+			/* a task (or none known: "(unknown) -1") */
+			snprintf(name, sizeof(name), "preempted by %s %" PRId32, comm,
+				 (int32_t)pc->key);
+			host_track = track_uuid(-1, PF_KIND_HOSTTASK, (uint32_t)pc->key);
+			snprintf(host, sizeof(host), "%s %" PRId32 ": ran instead of vCPUs", comm,
+				 (int32_t)pc->key);
+		} else {
+			/* an IRQ or softirq: a track of its own, by number */
+			hga_offender_label(an->a, pc->key, label, sizeof(label));
+			snprintf(name, sizeof(name), "preempted by %s", label);
+			host_track = track_uuid(-1, (pc->key >> 32) == HGA_KEY_IRQ >> 32 ?
+						PF_KIND_HOSTIRQ : PF_KIND_HOSTSOFTIRQ,
+						(uint32_t)pc->key);
+			snprintf(host, sizeof(host), "%s: ran instead of vCPUs", label);
+		}
 		if (!an_track(an, -1, host_track, host))
 			return -1;
 		snprintf(host, sizeof(host), "instead of g%" PRId32 " vCPU %" PRId32 " (%s %" PRId32 ")",
