@@ -458,7 +458,7 @@ r += rec(3, 254330000000, 167, b"req") + rec(2, 254350000000, 166, b"req")
 open(sys.argv[1], "wb").write(hdr + r)
 PY
 run -- "${merge_in[@]}" --guest-app 0=app-req.hgev --no-text --analyze analyze-r.txt \
-	--analyze-json analyze-r.json
+	--analyze-json analyze-r.json --analyze-svg analyze-r.svg
 if [ "$rc" = 0 ] && msg=$(python3 - analyze-r.json <<'PY'
 import json, sys
 q = json.load(open(sys.argv[1]))["requests"]
@@ -490,6 +490,40 @@ PY
 	ok analyze_requests_app
 else
 	not_ok analyze_requests_app "exit $rc: $msg ${err//$'\n'/ | }"
+fi
+# The picture's request bars (issue 32: bars per request): one per
+# slowest request, each bar's parts the JSON's split of that request;
+# the thread bars stay in their own group.
+if [ "$rc" = 0 ] && msg=$(python3 - analyze-r.json analyze-r.svg <<'PY'
+import json, re, sys
+import xml.etree.ElementTree as ET
+q = json.load(open(sys.argv[1]))["requests"]
+root = ET.parse(sys.argv[2]).getroot()
+ns = "{http://www.w3.org/2000/svg}"
+comps = ["running", "runqueue", "preempted", "exits", "halted", "blocked", "host_blocked",
+         "disrupted", "unknown", "unsplit"]
+groups = {g.get("id"): g for g in root.iter(ns + "g")}
+bad = []
+if set(groups) != {"threads", "requests"}:
+    bad.append("groups %s" % sorted(groups))
+else:
+    bars = {}
+    for rect in groups["requests"].iter(ns + "rect"):
+        m = re.fullmatch(r"(\w+) (\d+) ns", rect.find(ns + "title").text)
+        bars.setdefault(rect.get("y"), {})[m.group(1)] = int(m.group(2))
+    got = [bars[y] for y in sorted(bars, key=float)]
+    want = [{c: s["split"][c] for c in comps if s["split"][c]} for s in q["slowest"]]
+    if got != want:
+        bad.append("request bars %s, JSON %s" % (got, want))
+    if not len(groups["threads"].findall(ns + "rect")):
+        bad.append("no thread bar")
+print("; ".join(bad))
+sys.exit(1 if bad else 0)
+PY
+); then
+	ok analyze_svg_request_bars_are_the_split
+else
+	not_ok analyze_svg_request_bars_are_the_split "exit $rc: $msg"
 fi
 run -- "${merge_in[@]}" --no-text --analyze-slice sched:sched_wakeup,sched_switch \
 	--analyze-json analyze-s.json

@@ -126,7 +126,7 @@ static void merge_usage(FILE *out)
 		"                      with --guest-app files, each begin/end request too\n"
 		"                      (the slowest, percentiles per component)\n"
 		"  --analyze-svg FILE  the same as a picture (SVG): a stacked bar per guest\n"
-		"                      thread, the 20 that ran longest\n"
+		"                      thread, the 20 that ran longest; and per request\n"
 		"  --analyze-slice BEGIN,END  requests from two guest trace events too\n"
 		"                      ([system:]name, e.g. raw_syscalls:sys_enter,\n"
 		"                      raw_syscalls:sys_exit), on the event's thread\n"

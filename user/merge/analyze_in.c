@@ -349,7 +349,7 @@ static int merge_run(const struct hgm_par *par, const struct hga_reports *rep,
 		fprintf(text, "# %" PRIu64 " host kvm_entry/kvm_exit of threads that are no merged "
 			"guest's vCPU (other VMs, or no tracking record): left out\n", f.nr_unplaced);
 	if (!ret && ((text && hga_report_text(a, text, 10)) || (json && hga_report_json(a, json)) ||
-		     (svg && hga_report_svg(a, svg, 20)))) {
+		     (svg && hgr_report_svg(&r, svg, 20)))) {
 		snprintf(err, err_len, "--analyze: writing the report failed");
 		ret = HGM_E_SYSTEM;
 	}

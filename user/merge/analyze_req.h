@@ -149,6 +149,12 @@ int hgr_percentile(struct hgr *r, unsigned int c, unsigned int pct, uint64_t *ns
  * hga_report_json().  Both sort the kept components (the percentiles).
  */
 int hgr_report_text(struct hgr *r, FILE *out);
+/*
+ * The picture (analyze_svg.c): hga_report_svg()'s bars per thread, then
+ * a bar per slowest request (the @top slowest, 0: all kept), split by
+ * component, to a scale of its own.  0, or -1 (memory, @out's error).
+ */
+int hgr_report_svg(const struct hgr *r, FILE *out, unsigned int top);
 
 /*
  * merge --perfetto with --analyze (analyze_in.c): hga_merge_run() with

@@ -5,10 +5,13 @@
  * certain slices split by component, in host ns, to one scale for all
  * bars; its uncertain slices (within the mapping's bound at their ends,
  * not split) are a grey bar of their own after it, so the picture never
- * attributes what the report does not.
+ * attributes what the report does not.  With requests (analyze_req.h),
+ * a second section: one bar per slowest request, split by the request
+ * layer's components, to a scale of its own (uncertain requests are not
+ * among the slowest: never split, never drawn).
  *
- * Everything drawn comes from the engine's totals after hga_finish(); no
- * state of its own.  Names come from traces (a guest's thread names are
+ * Everything drawn comes from the engine's totals after hga_finish() and
+ * the request layer's slowest after hgr_finish(); no state of its own.  Names come from traces (a guest's thread names are
  * the guest's to choose): every one is escaped for XML.
  */
 #include <inttypes.h>
@@ -17,6 +20,7 @@
 #include <string.h>
 
 #include "analyze.h"
+#include "analyze_req.h"
 
 #define SVG_WIDTH	1100
 #define SVG_LABEL_W	260	/* the thread's name, left of its bar */
@@ -36,6 +40,20 @@ static const char *const comp_fill[HGA_NR_COMP] = {
 	[HGA_C_UNKNOWN]		= "#bcbd22",
 };
 #define UNCERTAIN_FILL	"#bbbbbb"
+
+/* The requests' components (enum hgr_comp): the engine's colours where they mean the same. */
+static const char *const req_fill[HGR_NR_COMP] = {
+	[HGR_C_RUNNING]		= "#2ca02c",
+	[HGR_C_RUNQ]		= "#17becf",
+	[HGR_C_PREEMPTED]	= "#d62728",
+	[HGR_C_EXIT]		= "#ff7f0e",
+	[HGR_C_HALTED]		= "#1f77b4",
+	[HGR_C_BLOCKED]		= "#7f7f7f",
+	[HGR_C_HOST_BLOCKED]	= "#9467bd",
+	[HGR_C_DISRUPTED]	= "#8c564b",
+	[HGR_C_UNKNOWN]		= "#bcbd22",
+	[HGR_C_UNSPLIT]		= "#e377c2",
+};
 
 /* Writes @s escaped for XML text or a quoted attribute; non-printables as '?'. */
 static void xml_text(FILE *out, const char *s, size_t max)
@@ -159,12 +177,58 @@ static void row(const struct hga *a, FILE *out, const struct hga_total *t, int y
 	fputs("</text>\n", out);
 }
 
-int hga_report_svg(const struct hga *a, FILE *out, unsigned int top)
+/* The requests' legend, at @y. */
+static void req_legend(FILE *out, int y)
+{
+	int c, x = 10;
+
+	for (c = 0; c < HGR_NR_COMP; c++) {
+		fprintf(out, "<rect x='%d' y='%d' width='12' height='12' fill='%s'/>"
+			"<text x='%d' y='%d' font-size='12'>%s</text>\n",
+			x, y, req_fill[c], x + 16, y + 11, hgr_comp_name(c));
+		x += 16 + 8 * (int)strlen(hgr_comp_name(c)) + 14;
+	}
+}
+
+/* A request's bar at @y: its split, to @scale_ns. */
+static void req_row(const struct hgr *r, FILE *out, const struct hgr_request *q, int y,
+		    uint64_t scale_ns)
+{
+	double x = SVG_LABEL_W, w;
+	char label[64];
+	int c;
+
+	fprintf(out, "<text x='%d' y='%d' font-size='12' text-anchor='end'>guest %d: ",
+		SVG_LABEL_W - 8, y + SVG_BAR_H - 3, q->guest);
+	xml_text(out, q->name[0] ? q->name : "?", 40);
+	fprintf(out, " (%d)</text>\n", q->tid);
+	for (c = 0; c < HGR_NR_COMP; c++) {
+		if (!q->split.ns[c])
+			continue;
+		w = (double)SVG_BAR_W * (double)q->split.ns[c] / (double)scale_ns;
+		fprintf(out, "<rect x='%.2f' y='%d' width='%.2f' height='%d' fill='%s'>"
+			"<title>%s %" PRIu64 " ns</title></rect>\n",
+			x, y, w, SVG_BAR_H, req_fill[c], hgr_comp_name(c), q->split.ns[c]);
+		x += w;
+	}
+	fprintf(out, "<text x='%.0f' y='%d' font-size='11'>%.3f ms", x + 6, y + SVG_BAR_H - 3,
+		(double)q->wall_ns / 1e6);
+	if (q->split.ns[HGR_C_PREEMPTED] && q->top_key[0] != HGR_NO_KEY) {
+		hga_offender_label(&r->a, q->top_key[0], label, sizeof(label));
+		fprintf(out, "; preempted %.3f ms, most by ",
+			(double)q->split.ns[HGR_C_PREEMPTED] / 1e6);
+		xml_text(out, label, sizeof(label));
+	}
+	fputs("</text>\n", out);
+}
+
+/* The picture: the threads, then @r's slowest requests (@r NULL: none). */
+static int report_svg(const struct hga *a, const struct hgr *r, FILE *out, unsigned int top)
 {
 	const struct hga_total **order;
-	uint64_t scale_ns = 1;
-	uint32_t i, n = 0, nr_ran;
-	int height;
+	uint64_t scale_ns = 1, req_scale_ns = 1;
+	uint32_t i, n = 0, nr_ran, nr_req = r ? r->nr_slow : 0;
+	int height, req_y;
 
 	order = calloc(a->nr_threads ? a->nr_threads : 1, sizeof(*order));
 	if (!order)
@@ -179,22 +243,56 @@ int hga_report_svg(const struct hga *a, FILE *out, unsigned int top)
 	for (i = 0; i < n; i++)
 		if (total_ns(order[i]) > scale_ns)
 			scale_ns = total_ns(order[i]);
+	if (top && nr_req > top)
+		nr_req = top;
+	/* the slowest first: the first is the scale */
+	if (nr_req && r->slow[0].wall_ns > req_scale_ns)
+		req_scale_ns = r->slow[0].wall_ns;
 
 	height = SVG_TOP + (int)n * SVG_ROW_H + 40;
+	req_y = height + 30;
+	if (nr_req)
+		height = req_y + 50 + (int)nr_req * SVG_ROW_H + 30;
 	fprintf(out, "<svg xmlns='http://www.w3.org/2000/svg' width='%d' height='%d' "
 		"font-family='sans-serif'>\n<rect width='100%%' height='100%%' fill='white'/>\n",
 		SVG_WIDTH, height);
 	fprintf(out, "<text x='10' y='22' font-size='15' font-weight='bold'>Where each guest "
 		"thread's time went, in host time (hgclock merge --analyze)</text>\n");
 	legend(out);
+	fputs("<g id='threads'>\n", out);
 	for (i = 0; i < n; i++)
 		row(a, out, order[i], SVG_TOP + (int)i * SVG_ROW_H, scale_ns);
+	fputs("</g>\n", out);
 	if (!n)
 		fprintf(out, "<text x='10' y='%d' font-size='12'>no guest thread ran in the "
 			"traces (guest sched_switch missing?)</text>\n", SVG_TOP + 12);
 	fprintf(out, "<text x='10' y='%d' font-size='11'>one scale for all bars: the longest "
-		"is %.3f ms; %u of %u threads, longest first</text>\n</svg>\n",
-		height - 14, (double)scale_ns / 1e6, n, nr_ran);
+		"is %.3f ms; %u of %u threads, longest first</text>\n",
+		SVG_TOP + (int)n * SVG_ROW_H + 26, (double)scale_ns / 1e6, n, nr_ran);
+	if (nr_req) {
+		fprintf(out, "<text x='10' y='%d' font-size='15' font-weight='bold'>The slowest "
+			"requests, each split (its own scale)</text>\n", req_y);
+		req_legend(out, req_y + 14);
+		fputs("<g id='requests'>\n", out);
+		for (i = 0; i < nr_req; i++)
+			req_row(r, out, &r->slow[i], req_y + 50 + (int)i * SVG_ROW_H,
+				req_scale_ns);
+		fputs("</g>\n", out);
+		fprintf(out, "<text x='10' y='%d' font-size='11'>one scale for these bars: the "
+			"slowest is %.3f ms; %u of %" PRIu64 " split requests, slowest first</text>\n",
+			height - 14, (double)req_scale_ns / 1e6, nr_req, r->nr_requests);
+	}
+	fputs("</svg>\n", out);
 	free(order);
 	return ferror(out) ? -1 : 0;
+}
+
+int hga_report_svg(const struct hga *a, FILE *out, unsigned int top)
+{
+	return report_svg(a, NULL, out, top);
+}
+
+int hgr_report_svg(const struct hgr *r, FILE *out, unsigned int top)
+{
+	return report_svg(&r->a, r, out, top);
 }
