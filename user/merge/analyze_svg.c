@@ -109,19 +109,67 @@ static int cmp_total(const void *x, const void *y)
 	return (a->tid > b->tid) - (a->tid < b->tid);
 }
 
-static void legend(FILE *out)
+static const char *thread_comp(int c)
+{
+	return hga_comp_name((enum hga_comp)c);
+}
+
+static const char *req_comp(int c)
+{
+	return hgr_comp_name((enum hgr_comp)c);
+}
+
+/* A legend of @n components at @y, from x 10; returns the x past it. */
+static int legend_row(FILE *out, int y, int n, const char *const *fill,
+		      const char *(*name)(int))
 {
 	int c, x = 10;
 
-	for (c = 0; c < HGA_NR_COMP; c++) {
-		fprintf(out, "<rect x='%d' y='38' width='12' height='12' fill='%s'/>"
-			"<text x='%d' y='49' font-size='12'>%s</text>\n",
-			x, comp_fill[c], x + 16, hga_comp_name(c));
-		x += 16 + 8 * (int)strlen(hga_comp_name(c)) + 14;
+	for (c = 0; c < n; c++) {
+		fprintf(out, "<rect x='%d' y='%d' width='12' height='12' fill='%s'/>"
+			"<text x='%d' y='%d' font-size='12'>%s</text>\n",
+			x, y, fill[c], x + 16, y + 11, name(c));
+		x += 16 + 8 * (int)strlen(name(c)) + 14;
 	}
+	return x;
+}
+
+static void legend(FILE *out)
+{
+	int x = legend_row(out, 38, HGA_NR_COMP, comp_fill, thread_comp);
+
 	fprintf(out, "<rect x='%d' y='38' width='12' height='12' fill='%s'/>"
 		"<text x='%d' y='49' font-size='12'>uncertain (not split)</text>\n",
 		x, UNCERTAIN_FILL, x + 16);
+}
+
+/* A bar's parts from @x at @y: @n components' @ns to @scale_ns; returns the x past them. */
+static double bar_parts(FILE *out, double x, int y, int n, const uint64_t *ns,
+			const char *const *fill, const char *(*name)(int), uint64_t scale_ns)
+{
+	double w;
+	int c;
+
+	for (c = 0; c < n; c++) {
+		if (!ns[c])
+			continue;
+		w = (double)SVG_BAR_W * (double)ns[c] / (double)scale_ns;
+		fprintf(out, "<rect x='%.2f' y='%d' width='%.2f' height='%d' fill='%s'>"
+			"<title>%s %" PRIu64 " ns</title></rect>\n",
+			x, y, w, SVG_BAR_H, fill[c], name(c), ns[c]);
+		x += w;
+	}
+	return x;
+}
+
+/* A bar's end text's "; preempted N ms, most by LABEL". */
+static void most_by(const struct hga *a, FILE *out, uint64_t preempted_ns, uint64_t key)
+{
+	char label[64];
+
+	fprintf(out, "; preempted %.3f ms, most by ", (double)preempted_ns / 1e6);
+	hga_offender_label(a, key, label, sizeof(label));
+	xml_text(out, label, sizeof(label));
 }
 
 /* The host task or interrupt that took the most of @t's preempted time, or NULL. */
@@ -141,21 +189,12 @@ static void row(const struct hga *a, FILE *out, const struct hga_total *t, int y
 {
 	const struct hga_bucket *off = top_offender(t);
 	double x = SVG_LABEL_W, w;
-	int c;
 
 	fprintf(out, "<text x='%d' y='%d' font-size='12' text-anchor='end'>guest %d: ",
 		SVG_LABEL_W - 8, y + SVG_BAR_H - 3, t->guest);
 	xml_text(out, t->comm[0] ? t->comm : "?", sizeof(t->comm));
 	fprintf(out, " (%d)</text>\n", t->tid);
-	for (c = 0; c < HGA_NR_COMP; c++) {
-		if (!t->split.ns[c])
-			continue;
-		w = (double)SVG_BAR_W * (double)t->split.ns[c] / (double)scale_ns;
-		fprintf(out, "<rect x='%.2f' y='%d' width='%.2f' height='%d' fill='%s'>"
-			"<title>%s %" PRIu64 " ns</title></rect>\n",
-			x, y, w, SVG_BAR_H, comp_fill[c], hga_comp_name(c), t->split.ns[c]);
-		x += w;
-	}
+	x = bar_parts(out, x, y, HGA_NR_COMP, t->split.ns, comp_fill, thread_comp, scale_ns);
 	if (t->uncertain_ns) {
 		w = (double)SVG_BAR_W * (double)t->uncertain_ns / (double)scale_ns;
 		fprintf(out, "<rect x='%.2f' y='%d' width='%.2f' height='%d' fill='%s'>"
@@ -166,59 +205,27 @@ static void row(const struct hga *a, FILE *out, const struct hga_total *t, int y
 	fprintf(out, "<text x='%.0f' y='%d' font-size='11'>%.3f ms", x + 6, y + SVG_BAR_H - 3,
 		(double)total_ns(t) / 1e6);
 	if (off && t->split.ns[HGA_C_PREEMPTED]) {
-		fprintf(out, "; preempted %.3f ms, most by ",
-			(double)t->split.ns[HGA_C_PREEMPTED] / 1e6);
-		char label[64];
-
-		hga_offender_label(a, off->key, label, sizeof(label));
-		xml_text(out, label, sizeof(label));
+		most_by(a, out, t->split.ns[HGA_C_PREEMPTED], off->key);
 		fprintf(out, " (%.3f ms)", (double)off->ns / 1e6);
 	}
 	fputs("</text>\n", out);
-}
-
-/* The requests' legend, at @y. */
-static void req_legend(FILE *out, int y)
-{
-	int c, x = 10;
-
-	for (c = 0; c < HGR_NR_COMP; c++) {
-		fprintf(out, "<rect x='%d' y='%d' width='12' height='12' fill='%s'/>"
-			"<text x='%d' y='%d' font-size='12'>%s</text>\n",
-			x, y, req_fill[c], x + 16, y + 11, hgr_comp_name(c));
-		x += 16 + 8 * (int)strlen(hgr_comp_name(c)) + 14;
-	}
 }
 
 /* A request's bar at @y: its split, to @scale_ns. */
 static void req_row(const struct hgr *r, FILE *out, const struct hgr_request *q, int y,
 		    uint64_t scale_ns)
 {
-	double x = SVG_LABEL_W, w;
-	char label[64];
-	int c;
+	double x = SVG_LABEL_W;
 
 	fprintf(out, "<text x='%d' y='%d' font-size='12' text-anchor='end'>guest %d: ",
 		SVG_LABEL_W - 8, y + SVG_BAR_H - 3, q->guest);
 	xml_text(out, q->name[0] ? q->name : "?", 40);
 	fprintf(out, " (%d)</text>\n", q->tid);
-	for (c = 0; c < HGR_NR_COMP; c++) {
-		if (!q->split.ns[c])
-			continue;
-		w = (double)SVG_BAR_W * (double)q->split.ns[c] / (double)scale_ns;
-		fprintf(out, "<rect x='%.2f' y='%d' width='%.2f' height='%d' fill='%s'>"
-			"<title>%s %" PRIu64 " ns</title></rect>\n",
-			x, y, w, SVG_BAR_H, req_fill[c], hgr_comp_name(c), q->split.ns[c]);
-		x += w;
-	}
+	x = bar_parts(out, x, y, HGR_NR_COMP, q->split.ns, req_fill, req_comp, scale_ns);
 	fprintf(out, "<text x='%.0f' y='%d' font-size='11'>%.3f ms", x + 6, y + SVG_BAR_H - 3,
 		(double)q->wall_ns / 1e6);
-	if (q->split.ns[HGR_C_PREEMPTED] && q->top_key[0] != HGR_NO_KEY) {
-		hga_offender_label(&r->a, q->top_key[0], label, sizeof(label));
-		fprintf(out, "; preempted %.3f ms, most by ",
-			(double)q->split.ns[HGR_C_PREEMPTED] / 1e6);
-		xml_text(out, label, sizeof(label));
-	}
+	if (q->split.ns[HGR_C_PREEMPTED] && q->top_key[0] != HGR_NO_KEY)
+		most_by(&r->a, out, q->split.ns[HGR_C_PREEMPTED], q->top_key[0]);
 	fputs("</text>\n", out);
 }
 
@@ -272,7 +279,7 @@ static int report_svg(const struct hga *a, const struct hgr *r, FILE *out, unsig
 	if (nr_req) {
 		fprintf(out, "<text x='10' y='%d' font-size='15' font-weight='bold'>The slowest "
 			"requests, each split (its own scale)</text>\n", req_y);
-		req_legend(out, req_y + 14);
+		legend_row(out, req_y + 14, HGR_NR_COMP, req_fill, req_comp);
 		fputs("<g id='requests'>\n", out);
 		for (i = 0; i < nr_req; i++)
 			req_row(r, out, &r->slow[i], req_y + 50 + (int)i * SVG_ROW_H,
