@@ -281,9 +281,9 @@ const char *hga_host_name(const struct hga *a, uint64_t key)
 		return "(unknown)";
 	if (key == OTHER_KEY)
 		return "(others)";
-	if ((key >> 32) == HGA_KEY_IRQ >> 32)
+	if (hga_key_is_irq(key))
 		return (name = name_of(a, -1 - (int32_t)(uint32_t)key)) ? name : "irq";
-	if ((key >> 32) == HGA_KEY_SOFTIRQ >> 32)
+	if (hga_key_is_softirq(key))
 		return (uint32_t)key < HGA_NR_SOFTIRQS ? softirq_names[(uint32_t)key] : "softirq";
 	if (!hga_key_is_task(key))
 		return "?";
@@ -299,10 +299,10 @@ void hga_offender_label(const struct hga *a, uint64_t key, char *buf, size_t len
 		snprintf(buf, len, "(unknown task)");
 	else if (key == OTHER_KEY)
 		snprintf(buf, len, "(other tasks)");
-	else if ((key >> 32) == HGA_KEY_IRQ >> 32)
+	else if (hga_key_is_irq(key))
 		snprintf(buf, len, strcmp(name, "irq") ? "irq %" PRIu32 " (%s)" : "irq %" PRIu32,
 			 n, name);
-	else if ((key >> 32) == HGA_KEY_SOFTIRQ >> 32)
+	else if (hga_key_is_softirq(key))
 		snprintf(buf, len, n < HGA_NR_SOFTIRQS ? "softirq %s" : "softirq %.0s%" PRIu32,
 			 name, n);
 	else
@@ -1091,9 +1091,9 @@ static void json_split(struct json_writer *w, const struct hga *a, const char *k
 			json_u64(w, "tid", okey);
 		else
 			json_null(w, "tid");
-		if ((okey >> 32) == HGA_KEY_IRQ >> 32)
+		if (hga_key_is_irq(okey))
 			json_u64(w, "irq", (uint32_t)okey);
-		else if ((okey >> 32) == HGA_KEY_SOFTIRQ >> 32)
+		else if (hga_key_is_softirq(okey))
 			json_u64(w, "softirq", (uint32_t)okey);
 		json_string(w, "comm", hga_host_name(a, okey));
 		json_u64(w, "ns", s->offenders.v[i].ns);

@@ -74,6 +74,17 @@ struct hga_event {
 #define HGA_KEY_IRQ		(1ull << 32)	/* | irq number: a hard IRQ's handler */
 #define HGA_KEY_SOFTIRQ		(2ull << 32)	/* | vector: a softirq */
 
+/* Which kind of interrupt an offender's key names (the number in its low half). */
+static inline bool hga_key_is_irq(uint64_t key)
+{
+	return (key >> 32) == HGA_KEY_IRQ >> 32;
+}
+
+static inline bool hga_key_is_softirq(uint64_t key)
+{
+	return (key >> 32) == HGA_KEY_SOFTIRQ >> 32;
+}
+
 /* Where one host ns of a vCPU went. */
 enum hga_comp {
 	HGA_C_GUEST,		/* in guest mode: kvm_entry .. kvm_exit */

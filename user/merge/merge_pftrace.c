@@ -730,8 +730,7 @@ static int an_piece(struct pf_an *an, const struct pf_who *w, const struct pf_pi
 	case HGA_C_PREEMPTED:
 		comm = hga_host_name(an->a, pc->key);
 		flow = an->next_flow++;
-		if ((pc->key >> 32) != HGA_KEY_IRQ >> 32 &&
-		    (pc->key >> 32) != HGA_KEY_SOFTIRQ >> 32) {
+		if (!hga_key_is_irq(pc->key) && !hga_key_is_softirq(pc->key)) {
 			/* a task (or none known: "(unknown) -1") */
 			snprintf(name, sizeof(name), "preempted by %s %" PRId32, comm,
 				 (int32_t)pc->key);
@@ -742,7 +741,7 @@ static int an_piece(struct pf_an *an, const struct pf_who *w, const struct pf_pi
 			/* an IRQ or softirq: a track of its own, by number */
 			hga_offender_label(an->a, pc->key, label, sizeof(label));
 			snprintf(name, sizeof(name), "preempted by %s", label);
-			host_track = track_uuid(-1, (pc->key >> 32) == HGA_KEY_IRQ >> 32 ?
+			host_track = track_uuid(-1, hga_key_is_irq(pc->key) ?
 						PF_KIND_HOSTIRQ : PF_KIND_HOSTSOFTIRQ,
 						(uint32_t)pc->key);
 			snprintf(host, sizeof(host), "%s: ran instead of vCPUs", label);
