@@ -665,6 +665,45 @@ EOF2
 expect stack_end_corrupted_hgclock_loaded unexplained "memory corruption reported (corrupted stack end detected), hgclock loaded" -- --rc 126 "$tmp/stack-end.log"
 grep -v 'hgclock' "$tmp/stack-end.log" | sed 's/Tainted: G           OE /Not tainted /' >"$tmp/stack-end-nomod.log"
 expect stack_end_corrupted_without_module infra "corrupted stack end detected inside scheduler at do_idle+0x166/0x2b0" -- --rc 126 "$tmp/stack-end-nomod.log"
+# A stack that overflowed into its guard page (make demo, 2026-12-06:
+# the vCPU thread's page faults at a %gs: load with the per-CPU base 0,
+# RAX = CR2 = 0x351c0, until the stack ran out), its oops over, and
+# later the same task's stack end found corrupted as it dies: the same
+# overflow, decided by the guard page hit (readable, outside hgclock).
+# Another task's stack end stays a corruption of its own.
+cat >"$tmp/guard.log" <<'EOF2'
+[    7.372649] hgclock: loading out-of-tree module taints kernel.
+[  648.193114] BUG: TASK stack guard page was hit at 000000002732044b (stack is 00000000b03b17ec..00000000550f1e9b)
+[  648.195589] Oops: stack guard page: 0000 [#1] PREEMPT SMP NOPTI
+[  648.196254] CPU: 0 UID: 0 PID: 344 Comm: CPU 0/KVM Tainted: G           OE      6.12.118+deb12-amd64 #1  Debian 6.12.118-1~deb12u1
+[  648.196739] RIP: 0010:error_entry+0xd/0x170
+[  648.197713] RSP: 0018:ffffc90000728000 EFLAGS: 00000083
+[  648.198142] RAX: 00000000000351c0 RBX: ffffc90000728078 RCX: ffffffff81e01928
+[  648.198295] CR2: ffffc90000727ff8 CR3: 000000000503c000 CR4: 0000000000750ef0
+[  648.198475] Call Trace:
+[  648.199166]  <TASK>
+[  648.199826]  asm_exc_page_fault+0x26/0x30
+[  648.199909] RIP: 0010:exc_page_fault+0x19/0x190
+[  648.208778]  ? __x64_sys_ioctl+0x97/0xc0
+[  648.208793]  ? do_syscall_64+0x87/0x1b0
+[  648.209053]  </TASK>
+[  648.209110] Modules linked in: vhost_vsock vmw_vsock_virtio_transport_common vhost vhost_iotlb vsock kvm_amd ccp kvm irqbypass hgclock(OE) 9p 9pnet
+[  648.210953] ---[ end trace 0000000000000000 ]---
+[  678.500000] Kernel panic - not syncing: corrupted stack end detected inside scheduler
+[  678.500001] CPU: 0 UID: 0 PID: 344 Comm: CPU 0/KVM Tainted: G      D    OE      6.12.118+deb12-amd64 #1  Debian 6.12.118-1~deb12u1
+[  678.500002] Call Trace:
+[  678.500003]  <TASK>
+[  678.500004]  dump_stack_lvl+0x5d/0x80
+[  678.500005]  panic+0x118/0x2ed
+[  678.500006]  __schedule+0xbde/0xbf0
+[  678.500007]  do_task_dead+0x43/0x50
+[  678.500008]  make_task_dead+0x135/0x140
+[  678.500009]  </TASK>
+[  678.500010] ---[ end Kernel panic - not syncing: corrupted stack end detected inside scheduler ]---
+EOF2
+expect guard_page_then_its_stack_end infra "stack guard page was hit" -- --rc 126 "$tmp/guard.log"
+sed 's/PID: 344 Comm: CPU 0\/KVM Tainted: G      D/PID: 0 Comm: swapper\/0 Tainted: G      D/' "$tmp/guard.log" >"$tmp/guard-other.log"
+expect guard_page_then_another_stack_end unexplained "memory corruption reported (corrupted stack end detected), hgclock loaded" -- --rc 126 "$tmp/guard-other.log"
 # A list corruption warning (CONFIG_DEBUG_LIST: a warning, not fatal),
 # outside hgclock's code, hgclock loaded: unexplained, not "decides nothing".
 cat >"$tmp/list.log" <<'EOF2'
