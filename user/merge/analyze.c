@@ -225,8 +225,10 @@ static struct hga_cpu_state *get_cpu(struct hga *a, int32_t cpu)
 	return &a->cpus[cpu];
 }
 
-static int set_name(struct hga *a, int32_t tid, const char *comm)
+/* @comm: terminated within @size bytes or cut there */
+static int set_name(struct hga *a, int32_t tid, const char *comm, size_t size)
 {
+	size_t len = strnlen(comm, size < HGA_NAME_LEN ? size : HGA_NAME_LEN - 1);
 	uint32_t i;
 
 	if (!comm[0])
@@ -247,8 +249,8 @@ static int set_name(struct hga *a, int32_t tid, const char *comm)
 		a->nr_names++;
 		a->names[i].tid = tid;
 	}
-	memcpy(a->names[i].comm, comm, HGA_COMM_LEN);
-	a->names[i].comm[HGA_COMM_LEN - 1] = '\0';
+	memcpy(a->names[i].comm, comm, len);
+	a->names[i].comm[len] = '\0';
 	return 0;
 }
 
@@ -596,7 +598,7 @@ static int on_irq(struct hga *a, const struct hga_event *ev)
 		return -1;
 	switch (ev->kind) {
 	case HGA_EV_IRQ_ENTRY:
-		if (set_name(a, -1 - ev->irq, ev->irq_name))
+		if (set_name(a, -1 - ev->irq, ev->irq_name, sizeof(ev->irq_name)))
 			return -1;
 		c->irq_key = HGA_KEY_IRQ | (uint32_t)ev->irq;
 		begin = true;
@@ -659,7 +661,8 @@ static int on_host_switch(struct hga *a, const struct hga_event *ev)
 	uint64_t t = ev->host_ns;
 	uint32_t i;
 
-	if (set_name(a, ev->prev_tid, ev->prev_comm) || set_name(a, ev->next_tid, ev->next_comm) ||
+	if (set_name(a, ev->prev_tid, ev->prev_comm, sizeof(ev->prev_comm)) ||
+	    set_name(a, ev->next_tid, ev->next_comm, sizeof(ev->next_comm)) ||
 	    end_cpu_irqs(a, ev->host_cpu, t))
 		return -1;
 	/* the vCPUs preempted on this CPU change offender: charged before */

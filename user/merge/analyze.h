@@ -28,6 +28,7 @@
 #define HGA_MAX_VCPUS		16384	/* a guest's CPU numbers, as KVM's vcpu_id limit */
 #define HGA_MAX_HOST_CPUS	8192	/* host CPU numbers */
 #define HGA_COMM_LEN		16	/* TASK_COMM_LEN */
+#define HGA_NAME_LEN		32	/* an IRQ handler's name ("virtio0-requests"), cut beyond */
 
 /* kvm_exit's isa field */
 #define HGA_ISA_VMX	1
@@ -61,7 +62,7 @@ struct hga_event {
 	char prev_comm[HGA_COMM_LEN], next_comm[HGA_COMM_LEN];
 	uint64_t bound_ns;		/* guest events: the mapping's bound on host_ns */
 	int32_t irq;			/* IRQ events: the irq number; softirq: vector */
-	char irq_name[HGA_COMM_LEN];	/* irq_handler_entry: the handler's name, cut */
+	char irq_name[HGA_NAME_LEN];	/* irq_handler_entry: the handler's name */
 };
 
 #define HGA_MAX_IRQ		(1 << 24)	/* irq numbers taken (above: refused) */
@@ -183,8 +184,8 @@ struct hga {
 	uint32_t nr_cpus;
 	struct hga_total *threads;		/* per guest thread (idle: per vCPU too) */
 	uint32_t nr_threads, cap_threads;
-	/* host tasks' names, for the offenders (tid -> last comm) */
-	struct { int32_t tid; char comm[HGA_COMM_LEN]; } *names;
+	/* host tasks' names, for the offenders (tid -> last comm; IRQs' too) */
+	struct { int32_t tid; char comm[HGA_NAME_LEN]; } *names;
 	uint32_t nr_names, cap_names;
 	uint64_t last_ns;			/* the latest event's host ns */
 	uint64_t seen[HGA_EV_NR_KINDS];		/* events taken, by kind */

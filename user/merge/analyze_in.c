@@ -57,14 +57,15 @@ static int field(const struct hgm_event *ev, const char *name, unsigned long lon
 	return tep_get_field_val(NULL, ev->event, name, ev->rec, v, 0);
 }
 
-static void comm_field(const struct hgm_event *ev, const char *name, char *out)
+/* A string field into @out (@size bytes, always terminated, cut beyond). */
+static void comm_field(const struct hgm_event *ev, const char *name, char *out, size_t size)
 {
 	int len = 0;
 	const char *p = tep_get_field_raw(NULL, ev->event, name, ev->rec, &len, 0);
 
-	memset(out, 0, HGA_COMM_LEN);
+	memset(out, 0, size);
 	if (p && len > 0)
-		memcpy(out, p, len < HGA_COMM_LEN - 1 ? (size_t)len : HGA_COMM_LEN - 1);
+		memcpy(out, p, (size_t)len < size - 1 ? (size_t)len : size - 1);
 }
 
 /* The guest and guest CPU of host thread @tid, from the tracking records; -1 unknown. */
@@ -207,11 +208,11 @@ static int feed_event(void *ctx, const struct hgm_event *ev)
 		if (field(ev, "next_pid", &v))
 			return 0;
 		e.next_tid = (int32_t)v;
-		comm_field(ev, "next_comm", e.next_comm);
+		comm_field(ev, "next_comm", e.next_comm, sizeof(e.next_comm));
 		if (ev->in->guest < 0) {
 			e.kind = HGA_EV_HOST_SWITCH;
 			e.host_cpu = ev->cpu;
-			comm_field(ev, "prev_comm", e.prev_comm);
+			comm_field(ev, "prev_comm", e.prev_comm, sizeof(e.prev_comm));
 			/* R, or R+ (preempted: TASK_REPORT_MAX) */
 			e.prev_runnable = !field(ev, "prev_state", &v) && !(v & 0xff);
 		} else {
@@ -241,7 +242,7 @@ static int feed_event(void *ctx, const struct hgm_event *ev)
 		e.irq = v > INT32_MAX ? -1 : (int32_t)v;
 		e.host_cpu = ev->cpu;
 		if (e.kind == HGA_EV_IRQ_ENTRY)
-			comm_field(ev, "name", e.irq_name);
+			comm_field(ev, "name", e.irq_name, sizeof(e.irq_name));
 	} else {
 		return 0;
 	}
