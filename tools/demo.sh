@@ -42,7 +42,7 @@ kver=$(vm_series_kernel "${HGCLOCK_DEMO_KERNEL:-6.12}")
 tools/build-module.sh "/usr/src/linux-headers-$kver" "$build/module" >/dev/null || exit 1
 
 echo "== 1. a KVM host ($kver, a VM under TCG) and a KVM guest inside it (a libvirt domain)"
-echo "   host: hgclock record --guest domain:guest -- trace-cmd record -A (kvm_entry/exit, sched)"
+echo "   host: hgclock record --guest domain:guest -- trace-cmd record -A (kvm_entry/exit, sched, irq)"
 echo "   guest: hgclock agent; trace-cmd agent; a sleep loop and an application on each vCPU"
 echo "   the host moves the vCPU threads between its 2 CPUs every 300 ms"
 # make check's merge scenario, the same run (tools/vm/scenarios.sh).

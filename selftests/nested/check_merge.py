@@ -242,6 +242,10 @@ def main():
     tap(lines == nev, "text_has_every_event", "%d text lines, %d JSON events" % (lines, nev))
     tap(back == 0, "text_in_host_order", "%d lines earlier than the one before" % back)
     marker_placement(tool, corr, d, guest)
+    # The host's interrupts as the analysis's offenders (when traced).
+    if analyze_irq_bounds(host, ajs, tid_vcpu, apic) is None:
+        skip("analyze_irq_bounds", "the host trace has no irq:irq_handler_entry or irq:softirq_entry "
+             "(HGCLOCK_MERGE_HOST_EVENTS)")
     tc = tracecmd_placement(d, guest)
     if tc:
         print("# trace-cmd's own placement of the same %d guest events (its TimeShift): "
@@ -535,6 +539,134 @@ def tracecmd_placement(d, guest_events):
         return None
     diffs.sort()
     return diffs[len(diffs) // 2], diffs[-1], len(diffs)
+
+
+REPORT_LINE = re.compile(r"^\s*(.*?)-(\d+)\s+\[(\d+)\]\s+(\d+)\.(\d{9}):\s+(\w+):\s*(.*)$")
+
+
+def union_len(ivs):
+    """The length of a union of [a, b) intervals."""
+    total, end = 0, None
+    for a, b in sorted(ivs):
+        if end is None or a > end:
+            total += b - a
+            end = b
+        elif b > end:
+            total += b - end
+            end = b
+    return total
+
+
+def clip(ivs, lo, hi):
+    return [(max(a, lo), min(b, hi)) for a, b in ivs if a < hi and b > lo]
+
+
+def analyze_irq_bounds(host, ajs, tid_vcpu, apic):
+    """The analysis's interrupts (--analyze-json's vCPU "preempted_by"
+    entries with tid null) against the host's own irq events, read here
+    from trace-cmd report, not from merge.  For each vCPU thread:
+
+    lower: every IRQ/softirq interval on host CPU c inside one of the
+    thread's exits (not HLT) whose kvm_exit and next kvm_entry are both
+    on c with no sched_switch on c between them (the thread ran there
+    all along): analyze.rst says all of it is the interrupt's;
+    upper: the interrupts' time (on any CPU) inside the thread's exits
+    (not HLT) and before its first kvm_entry: the only times the vCPU
+    can be "in an exit" or "preempted", where alone an interrupt is
+    charged to it.
+
+    Returns None when the host did not trace its interrupts."""
+    r = subprocess.run(["trace-cmd", "report", "-t", "-i", host], capture_output=True, text=True)
+    if r.returncode:
+        tap(False, "analyze_irq_bounds", "trace-cmd report -t: exit %d" % r.returncode)
+        return True
+    irq_open, irqs, switch_ts = {}, {}, {}
+    th = {}     # tid -> {"exits": [(x, e, cpu_x, cpu_e)], "first": ts, "entry1": ts, "open": (x, cpu)}
+    end = 0
+    nirq = 0
+    names = {}
+    for line in r.stdout.splitlines():
+        m = REPORT_LINE.match(line)
+        if not m:
+            continue
+        pid, cpu, name, rest = int(m.group(2)), int(m.group(3)), m.group(6), m.group(7)
+        t = int(m.group(4)) * 10**9 + int(m.group(5))
+        end = max(end, t)
+        if name in ("irq_handler_entry", "softirq_entry"):
+            nirq += 1
+            key = "irq" if name == "irq_handler_entry" else "softirq"
+            irq_open[(cpu, key)] = t
+            mm = re.search(r"irq=(\d+) name=(\S+)", rest)
+            if mm:
+                names.setdefault(int(mm.group(1)), set()).add(mm.group(2))
+        elif name in ("irq_handler_exit", "softirq_exit"):
+            key = "irq" if name == "irq_handler_exit" else "softirq"
+            t0 = irq_open.pop((cpu, key), None)
+            if t0 is not None:
+                irqs.setdefault(cpu, []).append((t0, t))
+        elif name == "sched_switch":
+            switch_ts.setdefault(cpu, []).append(t)
+        elif name in ("kvm_entry", "kvm_exit") and pid in tid_vcpu:
+            s = th.setdefault(pid, {"exits": [], "first": t, "entry1": None, "open": None})
+            if name == "kvm_exit":
+                hlt = re.search(r"reason (EXIT_)?HLT\b", rest, re.I) is not None
+                s["open"] = None if hlt else (t, cpu)
+            else:
+                if s["entry1"] is None:
+                    s["entry1"] = t
+                if s["open"]:
+                    s["exits"].append((s["open"][0], t, s["open"][1], cpu))
+                s["open"] = None
+    if not nirq:
+        return None
+    # An interrupt still open at the end runs to the end (as an upper bound).
+    for (cpu, _), t0 in irq_open.items():
+        irqs.setdefault(cpu, []).append((t0, end))
+    all_irqs = [iv for ivs in irqs.values() for iv in ivs]
+    with open(ajs) as f:
+        an = json.load(f)
+    got = {}
+    for v in an.get("vcpus", []):
+        got[(v["guest"], v["vcpu"])] = sum(o["ns"] for o in v["split"]["preempted_by"]
+                                          if o.get("tid") is None and ("irq" in o or "softirq" in o))
+    ok, lines, lower_total = True, [], 0
+    cpu_of_apic = {a: c for c, a in apic.items()}
+    for pid, s in sorted(th.items()):
+        if s["open"]:
+            s["exits"].append((s["open"][0], end, s["open"][1], None))
+        lower = 0
+        for x, e, cx, ce in s["exits"]:
+            if cx != ce or any(x < w < e for w in switch_ts.get(cx, [])):
+                continue
+            lower += union_len(clip(irqs.get(cx, []), x, e))
+        spans = [(x, e) for x, e, _, _ in s["exits"]]
+        if s["entry1"] is not None and s["first"] < s["entry1"]:
+            spans.append((s["first"], s["entry1"]))
+        upper = sum(union_len(clip(all_irqs, a, b)) for a, b in spans)
+        vcpu = cpu_of_apic.get(tid_vcpu[pid], tid_vcpu[pid])
+        a = got.get((0, vcpu))
+        good = a is not None and lower <= a <= upper
+        ok = ok and good
+        lower_total += lower
+        lines.append("vCPU %d (thread %d): %d <= %s <= %d ns" % (vcpu, pid, lower, a, upper))
+    # Every IRQ named as the analysis names it: "irq N (name)" from the
+    # trace's own irq_handler_entry name for N.
+    bad_names = []
+    for v in an.get("vcpus", []):
+        for o in v["split"]["preempted_by"]:
+            if "irq" in o and o["comm"] not in names.get(o["irq"], set()):
+                bad_names.append("irq %d named %s, the trace says %s" %
+                                 (o["irq"], o["comm"], sorted(names.get(o["irq"], []))))
+    tap(ok and bool(th), "analyze_irq_bounds",
+        "%d IRQ/softirq entries on the host; per vCPU, the interrupts inside its exits on its "
+        "own CPU <= the analysis's interrupt time <= the interrupts in its exits anywhere: %s"
+        % (nirq, "; ".join(lines)))
+    tap(not bad_names, "analyze_irq_names", "; ".join(bad_names[:4]) or
+        "every IRQ the analysis names has the trace's name for its number")
+    if not lower_total:
+        print("# analyze_irq_bounds: no interrupt fell inside an exit on its vCPU's CPU: "
+              "the lower bound proved nothing")
+    return True
 
 
 def guest_path(d):

@@ -2,12 +2,13 @@
 # the merge test (tools/check.sh), make demo and tools/bench/merge.sh.
 #
 # hgclock records the host's tracking and the pairing with the guest;
-# meanwhile trace-cmd records the host (KVM entries and exits, scheduler)
-# and, through its agent, the guest (scheduler), both on ftrace's local
-# clock, while this script moves the guest's vCPU threads between the
-# host CPUs.  Everything lands in $HGCLOCK_NESTED_LOGS (the build tree,
-# which outlives the VM): merge.hgc, host.dat, host-guest.dat.  The
-# checks run outside the VM (selftests/nested/check_merge.py).
+# meanwhile trace-cmd records the host (KVM entries and exits, scheduler,
+# and its IRQs and softirqs, the analysis's offenders) and, through its
+# agent, the guest (scheduler), both on ftrace's local clock, while this
+# script moves the guest's vCPU threads between the host CPUs.
+# Everything lands in $HGCLOCK_NESTED_LOGS (the build tree, which
+# outlives the VM): merge.hgc, host.dat, host-guest.dat.  The checks run
+# outside the VM (selftests/nested/check_merge.py).
 #
 # Environment (set by tools/vm/scenarios.sh for every caller):
 # HGCLOCK_APP_EVENTS (the application, "" for none),
@@ -18,7 +19,8 @@
 tool=$HGCLOCK_TOOL
 out=$(dirname "$HGCLOCK_GUEST_CONSOLE")
 secs=${HGCLOCK_MERGE_SECONDS:-6}
-host_events=${HGCLOCK_MERGE_HOST_EVENTS:--e kvm:kvm_entry -e kvm:kvm_exit -e sched:sched_switch}
+host_events=${HGCLOCK_MERGE_HOST_EVENTS:--e kvm:kvm_entry -e kvm:kvm_exit -e sched:sched_switch
+	-e irq:irq_handler_entry -e irq:irq_handler_exit -e irq:softirq_entry -e irq:softirq_exit}
 guest_events=${HGCLOCK_MERGE_GUEST_EVENTS:--e sched:sched_switch -e sched:sched_wakeup -e syscalls:sys_enter_clock_nanosleep -e syscalls:sys_exit_clock_nanosleep}
 move_ms=${HGCLOCK_MERGE_MOVE_MS:-300}
 rm -f "$out"/merge.hgc "$out"/host.dat "$out"/host-guest.dat "$out"/libvirt.tap "$out"/guest-apic \

@@ -47,7 +47,7 @@ scenario_series_of() {
 }
 
 scenario_args() {
-	local scenario=$1 kver=$2 build=$3 logs=$4 gap f
+	local scenario=$1 kver=$2 build=$3 logs=$4 gap f merge_host_events
 	local -a files=()
 
 	SCENARIO_ARGS=(--kernel "$kver")
@@ -87,6 +87,13 @@ scenario_args() {
 		# guest with the gapped topology reset itself mid-recording in
 		# 3 runs of 3 (2026-12-03), cause not established (testing.rst).
 		gap=$(scenario_merge_gap "$kver")
+		# The host's events: KVM's entries and exits and the scheduler
+		# (every guest event's check), its IRQs and softirqs (the
+		# analysis's interrupt offenders, check_merge.py's
+		# analyze_irq_bounds).
+		merge_host_events="-e kvm:kvm_entry -e kvm:kvm_exit -e sched:sched_switch"
+		merge_host_events+=" -e irq:irq_handler_entry -e irq:irq_handler_exit"
+		merge_host_events+=" -e irq:softirq_entry -e irq:softirq_exit"
 		# The hog phase (HGCLOCK_MERGE_HOG=1) is a second recording:
 		# 4 minutes more allowed for it on a loaded machine.
 		SCENARIO_ARGS+=(--timeout "$([ "${HGCLOCK_MERGE_HOG:-0}" = 1 ] && echo 840 || echo 600)" "${files[@]}"
@@ -97,7 +104,7 @@ scenario_args() {
 			--env HGCLOCK_MERGE_PERF="${HGCLOCK_MERGE_PERF:-1}"
 			--env HGCLOCK_MERGE_SECONDS="${HGCLOCK_MERGE_SECONDS:-6}"
 			--env HGCLOCK_MERGE_HOG="${HGCLOCK_MERGE_HOG:-0}"
-			--env "HGCLOCK_MERGE_HOST_EVENTS=${HGCLOCK_MERGE_HOST_EVENTS:--e kvm:kvm_entry -e kvm:kvm_exit -e sched:sched_switch}" --
+			--env "HGCLOCK_MERGE_HOST_EVENTS=${HGCLOCK_MERGE_HOST_EVENTS:-$merge_host_events}" --
 			selftests/nested/merge-host.sh selftests/nested/merge-guest.sh) ;;
 	*)
 		vm_msg "unknown nested scenario '$scenario' (track, moving, many, merge)"
