@@ -668,9 +668,10 @@ expect stack_end_corrupted_without_module infra "corrupted stack end detected in
 # A stack that overflowed into its guard page (make demo, 2026-12-06:
 # the vCPU thread's page faults at a %gs: load with the per-CPU base 0,
 # RAX = CR2 = 0x351c0, until the stack ran out), its oops over, and
-# later the same task's stack end found corrupted as it dies: the same
-# overflow, decided by the guard page hit (readable, outside hgclock).
-# Another task's stack end stays a corruption of its own.
+# later the panic of that task's last schedule(), its stack end found
+# corrupted: no task or backtrace printed after an oops (TAINT_DIE).  The
+# same overflow, decided by the guard page hit (readable, outside
+# hgclock).  A panic naming another task stays a corruption of its own.
 cat >"$tmp/guard.log" <<'EOF2'
 [    7.372649] hgclock: loading out-of-tree module taints kernel.
 [  648.193114] BUG: TASK stack guard page was hit at 000000002732044b (stack is 00000000b03b17ec..00000000550f1e9b)
@@ -690,20 +691,34 @@ cat >"$tmp/guard.log" <<'EOF2'
 [  648.209110] Modules linked in: vhost_vsock vmw_vsock_virtio_transport_common vhost vhost_iotlb vsock kvm_amd ccp kvm irqbypass hgclock(OE) 9p 9pnet
 [  648.210953] ---[ end trace 0000000000000000 ]---
 [  678.500000] Kernel panic - not syncing: corrupted stack end detected inside scheduler
-[  678.500001] CPU: 0 UID: 0 PID: 344 Comm: CPU 0/KVM Tainted: G      D    OE      6.12.118+deb12-amd64 #1  Debian 6.12.118-1~deb12u1
-[  678.500002] Call Trace:
-[  678.500003]  <TASK>
-[  678.500004]  dump_stack_lvl+0x5d/0x80
-[  678.500005]  panic+0x118/0x2ed
-[  678.500006]  __schedule+0xbde/0xbf0
-[  678.500007]  do_task_dead+0x43/0x50
-[  678.500008]  make_task_dead+0x135/0x140
-[  678.500009]  </TASK>
-[  678.500010] ---[ end Kernel panic - not syncing: corrupted stack end detected inside scheduler ]---
+[  678.500010] Kernel Offset: disabled
+[  678.500011] ---[ end Kernel panic - not syncing: corrupted stack end detected inside scheduler ]---
 EOF2
 expect guard_page_then_its_stack_end infra "stack guard page was hit" -- --rc 126 "$tmp/guard.log"
-sed 's/PID: 344 Comm: CPU 0\/KVM Tainted: G      D/PID: 0 Comm: swapper\/0 Tainted: G      D/' "$tmp/guard.log" >"$tmp/guard-other.log"
+sed 's/^\(\[  678.500000\] Kernel panic.*\)$/\1\n[  678.500001] CPU: 1 UID: 0 PID: 0 Comm: swapper\/1 Tainted: G      D    OE      6.12.118+deb12-amd64 #1/' \
+	"$tmp/guard.log" >"$tmp/guard-other.log"
 expect guard_page_then_another_stack_end unexplained "memory corruption reported (corrupted stack end detected), hgclock loaded" -- --rc 126 "$tmp/guard-other.log"
+# CI 2026-12-06 on 16f834e, nested_merge_6.1: the guard page hit's report
+# cut short at CR2 (no "end trace"), the panic 20 s later printed into it.
+cat >"$tmp/guard-cut.log" <<'EOF2'
+[    5.100000] hgclock: loading out-of-tree module taints kernel.
+[   60.488552] BUG: TASK stack guard page was hit at 00000000186b8b98 (stack is 000000000ea1d5de..0000000029defe60)
+[   60.491825] stack guard page: 0000 [#1] PREEMPT SMP NOPTI
+[   60.492648] CPU: 0 PID: 275 Comm: CPU 0/KVM Tainted: G           OE      6.1.0-57-amd64 #1  Debian 6.1.192-3
+[   60.492977] Hardware name: QEMU Standard PC (i440FX + PIIX, 1996), BIOS 1.16.3-debian-1.16.3-2~bpo12+1 04/01/2014
+[   60.493203] RIP: 0010:exc_page_fault+0x0/0x170
+[   60.494782] RSP: 0018:ffffc900005a0000 EFLAGS: 00000083
+[   60.495341] RAX: ffffc900005a0008 RBX: 0000000000000000 RCX: ffffffff81c01220
+[   60.495493] FS:  00007f5cb6f8b6c0(0000) GS:ffff88807da00000(0000) knlGS:0000000000000000
+[   60.495540] CR2: ffffc9000059fff8 CR3: 00000000081c8000 CR4: 0000000000750ef0
+[   80.452950] Kernel panic - not syncing: corrupted stack end detected inside scheduler
+[   80.454349] Kernel Offset: disabled
+EOF2
+expect guard_page_cut_short_then_its_stack_end infra "stack guard page was hit" -- --rc 126 "$tmp/guard-cut.log"
+# The same, a list corruption in it: still a corruption of its own.
+sed 's/^\[   80.452950\] Kernel panic.*$/[   80.452950] list_del corruption. next->prev should be ffff888004a3c3f8, but was ffff888004a3c400/' \
+	"$tmp/guard-cut.log" >"$tmp/guard-list.log"
+expect guard_page_with_list_corruption unexplained "memory corruption reported (list_del corruption)" -- --rc 126 "$tmp/guard-list.log"
 # A list corruption warning (CONFIG_DEBUG_LIST: a warning, not fatal),
 # outside hgclock's code, hgclock loaded: unexplained, not "decides nothing".
 cat >"$tmp/list.log" <<'EOF2'
