@@ -140,6 +140,19 @@ static int gsw(struct hga *a, uint64_t t, int guest, int vcpu, int prev, int nex
 	return hga_event(a, &ev);
 }
 
+/* The same, mapped by @method (HGA_METHOD_*). */
+static int gswm(struct hga *a, uint64_t t, int guest, int vcpu, int prev, int next,
+		const char *ncomm, uint64_t bound_ns, uint32_t method)
+{
+	struct hga_event ev = {
+		.kind = HGA_EV_GUEST_SWITCH, .host_ns = t, .guest = guest, .vcpu = vcpu,
+		.prev_tid = prev, .next_tid = next, .bound_ns = bound_ns, .method = method,
+	};
+
+	snprintf(ev.next_comm, sizeof(ev.next_comm), "%s", ncomm);
+	return hga_event(a, &ev);
+}
+
 static int disrupt(struct hga *a, uint64_t t, int guest, bool begin)
 {
 	struct hga_event ev = {
@@ -452,15 +465,22 @@ TEST(uncertain_slice)
 	ASSERT_NE(NULL, c);
 	ASSERT_EQ(0, hga_init(&a, &opt));
 	ASSERT_EQ(0, kvm(&a, 0, true, 0, 0, 0, 1000, 0));
-	ASSERT_EQ(0, gsw(&a, 10, 0, 0, 0, 42, "work", 100));
-	ASSERT_EQ(0, gsw(&a, 150, 0, 0, 42, 7, "short", 100));	/* 140 <= 100 + 100 */
-	ASSERT_EQ(0, gsw(&a, 1000, 0, 0, 7, 42, "work", 100));	/* 850 > 200 */
+	/* mapped by probes (bound 100) but one, exact; a method past the known: none */
+	ASSERT_EQ(0, gswm(&a, 10, 0, 0, 0, 42, "work", 100, HGA_METHOD_PROBE));
+	ASSERT_EQ(0, gswm(&a, 150, 0, 0, 42, 7, "short", 100, HGA_METHOD_PROBE)); /* 140 <= 200 */
+	ASSERT_EQ(0, gswm(&a, 1000, 0, 0, 7, 42, "work", 100, HGA_METHOD_KVM_EXACT)); /* 850 */
+	ASSERT_EQ(0, gswm(&a, 1000, 0, 1, 0, 0, "swapper/1", 0, 99));
 	ASSERT_EQ(0, hga_finish(&a, 1000));
 	ASSERT_EQ(2, c->n);	/* 42's last slice: no time at all, not handed out */
 	f = open_memstream(&buf, &len);
 	ASSERT_EQ(0, hga_report_text(&a, f, 3));
+	ASSERT_EQ(0, hga_report_json(&a, f));
 	fclose(f);
 	EXPECT_NE(NULL, strstr(buf, "guest 0: 1000 ns (its events mapped within +-100 ns)"));
+	EXPECT_NE(NULL, strstr(buf, "\n  its switches mapped by: none 1, kvm-exact 1, probe 2\n"
+			       "  # not all by KVM's exact relation"));
+	EXPECT_NE(NULL, strstr(buf, "\"switches_by_method\":{\"kvm-exact\":1,\"probe\":2}"));
+	EXPECT_NE(NULL, strstr(buf, "\"switches_by_method\":{\"none\":1}"));
 	EXPECT_NE(NULL, strstr(buf, "1 uncertain slices (140 ns, within the mapping's bound"));
 	free(buf);
 	EXPECT_EQ(HGA_SL_UNCERTAIN, c->s[0].flags);
@@ -840,7 +860,7 @@ struct req_cap {
 static int cap_req(void *ctx, const struct hgr_request *rq)
 {
 	struct req_cap *c = ctx;
-	uint64_t sum = 0, e = 0, o = 0;
+	uint64_t sum = 0, e = 0, o = 0, q = 0;
 	uint32_t i;
 	int k;
 
@@ -850,8 +870,10 @@ static int cap_req(void *ctx, const struct hgr_request *rq)
 		e += rq->split.exits.v[i].ns;
 	for (i = 0; i < rq->split.offenders.n; i++)
 		o += rq->split.offenders.v[i].ns;
+	for (i = 0; i < rq->split.runq_by.n; i++)
+		q += rq->split.runq_by.v[i].ns;
 	if (sum != rq->wall_ns || e != rq->split.ns[HGR_C_EXIT] ||
-	    o != rq->split.ns[HGR_C_PREEMPTED])
+	    o != rq->split.ns[HGR_C_PREEMPTED] || q != rq->split.ns[HGR_C_RUNQ])
 		c->nr_bad_sums++;
 	if (c->n < 64) {
 		c->wall[c->n] = rq->wall_ns;
@@ -896,6 +918,40 @@ static int rg(struct hgr *r, uint64_t t, int guest, int vcpu, int prev, bool run
 	};
 
 	return hgr_engine_event(r, &ev);
+}
+
+/* The same, naming next (its comm in the guest). */
+static int rgn(struct hgr *r, uint64_t t, int guest, int vcpu, int prev, bool runnable, int next,
+	       const char *ncomm)
+{
+	struct hga_event ev = {
+		.kind = HGA_EV_GUEST_SWITCH, .host_ns = t, .guest = guest, .vcpu = vcpu,
+		.prev_tid = prev, .next_tid = next, .prev_runnable = runnable,
+	};
+
+	snprintf(ev.next_comm, sizeof(ev.next_comm), "%s", ncomm);
+	return hgr_engine_event(r, &ev);
+}
+
+/* A guest sched_wakeup of @tid onto @vcpu's run queue (-1: target not known). */
+static int rw(struct hgr *r, uint64_t t, int guest, int tid, int vcpu)
+{
+	struct hgr_event ev = {
+		.kind = HGR_EV_WAKEUP, .host_ns = t, .guest = guest, .tid = tid, .vcpu = vcpu,
+	};
+
+	return hgr_event(r, &ev);
+}
+
+/* The bucket of @key in @b, or NULL. */
+static const struct hga_bucket *bucket(const struct hga_buckets *b, uint64_t key)
+{
+	uint32_t i;
+
+	for (i = 0; i < b->n; i++)
+		if (b->v[i].key == key)
+			return &b->v[i];
+	return NULL;
 }
 
 static int rq(struct hgr *r, uint64_t t, uint32_t kind, int guest, int tid, uint64_t bound)
@@ -970,11 +1026,110 @@ TEST(request_components)
 	EXPECT_EQ(2000, r->slow[0].top_key[0]);
 	EXPECT_EQ(exit_key(VMX_CPUID), r->slow[0].top_key[1]);
 	EXPECT_EQ(1, r->slow[0].split.offenders.v[0].count);
+	/* queued behind 43 (switched out runnable), then woken onto idle vCPU 0 */
+	ASSERT_EQ(2, r->slow[0].split.runq_by.n);
+	ASSERT_NE(NULL, bucket(&r->slow[0].split.runq_by, HGR_RQ_KEY(0, 43)));
+	EXPECT_EQ(100, bucket(&r->slow[0].split.runq_by, HGR_RQ_KEY(0, 43))->ns);
+	ASSERT_NE(NULL, bucket(&r->slow[0].split.runq_by, HGR_RQ_KEY(0, 0)));
+	EXPECT_EQ(50, bucket(&r->slow[0].split.runq_by, HGR_RQ_KEY(0, 0))->ns);
+	EXPECT_EQ(HGR_RQ_KEY(0, 43), r->slow[0].top_key[2]);
 	ASSERT_EQ(0, hgr_percentile(r, HGR_C_PREEMPTED, 99, &v, &key));
 	EXPECT_EQ(80, v);
 	EXPECT_EQ(2000, key);
 	ASSERT_EQ(0, hgr_percentile(r, HGR_NR_COMP, 50, &v, &key));
 	EXPECT_EQ(650, v);
+	hgr_free(r);
+	free(r);
+	free(c);
+}
+
+/*
+ * Who ran instead while request [150, 800) of thread 42 (guest 0) waited
+ * on the guest's run queue; no host events (its time on a vCPU is the
+ * engine's "unknown"):
+ *   on vCPU 0 from 100; switched out runnable at 200: behind worker (43)
+ *   [200, 300) and kworker/0:1 (44) [300, 400); runs [400, 450); asleep
+ *   at 450 (blocked [450, 500)); woken at 500 onto vCPU 1, which runs
+ *   hog (45, since 350): behind it [500, 600), a request event of
+ *   another thread at 550 in between (no second piece); runs on vCPU 1
+ *   [600, 650); asleep (blocked [650, 700)); woken at 700 with no target
+ *   CPU: behind (unknown) [700, 760); runs on vCPU 0 [760, 800).
+ * runqueue 360 = 43: 100 + 44: 100 + 45: 100 + unknown 60, one piece each;
+ * blocked 100; on a vCPU 190.  Without the run queue's vCPU kept, or the
+ * waiters charged before a switch, the pieces go to the wrong threads.
+ */
+TEST(request_runqueue_by)
+{
+	struct req_cap *c = calloc(1, sizeof(*c));
+	struct hgr_options opt = { .req_cb = cap_req, .ctx = c };
+	struct hgr *r = calloc(1, sizeof(*r));
+	const struct hga_buckets *b;
+	char label[64], *buf = NULL;
+	uint64_t v, key;
+	size_t len = 0;
+	FILE *f;
+	int e = 0;
+
+	ASSERT_NE(NULL, c);
+	ASSERT_NE(NULL, r);
+	ASSERT_EQ(0, hgr_init(r, 0, 0, &opt));
+	e |= rgn(r, 100, 0, 0, 0, true, 42, "app");
+	e |= rq(r, 150, HGR_EV_BEGIN, 0, 42, 0);
+	e |= rgn(r, 200, 0, 0, 42, true, 43, "worker");
+	e |= rgn(r, 300, 0, 0, 43, false, 44, "kworker/0:1");
+	e |= rgn(r, 350, 0, 1, 0, true, 45, "hog");
+	e |= rgn(r, 400, 0, 0, 44, false, 42, "app");
+	e |= rgn(r, 450, 0, 0, 42, false, 0, "swapper/0");
+	e |= rw(r, 500, 0, 42, 1);
+	e |= rq(r, 550, HGR_EV_BEGIN, 0, 46, 0);
+	e |= rgn(r, 600, 0, 1, 45, true, 42, "app");
+	e |= rgn(r, 650, 0, 1, 42, false, 45, "hog");
+	e |= rw(r, 700, 0, 42, -1);
+	e |= rgn(r, 760, 0, 0, 0, true, 42, "app");
+	e |= rq(r, 800, HGR_EV_END, 0, 42, 0);
+	ASSERT_EQ(0, e);
+	ASSERT_EQ(0, hgr_finish(r, 900));
+	ASSERT_EQ(1, c->n);
+	EXPECT_EQ(0, c->nr_bad_sums);
+	EXPECT_EQ(0, r->first_err[0]);
+	EXPECT_EQ(650, c->wall[0]);
+	EXPECT_EQ(360, c->ns[0][HGR_C_RUNQ]);
+	EXPECT_EQ(100, c->ns[0][HGR_C_BLOCKED]);
+	EXPECT_EQ(190, c->ns[0][HGR_C_RUNNING] + c->ns[0][HGR_C_UNKNOWN]);
+	ASSERT_EQ(1, r->nr_slow);
+	b = &r->slow[0].split.runq_by;
+	EXPECT_EQ(4, b->n);
+	ASSERT_NE(NULL, bucket(b, HGR_RQ_KEY(0, 43)));
+	EXPECT_EQ(100, bucket(b, HGR_RQ_KEY(0, 43))->ns);
+	EXPECT_EQ(1, bucket(b, HGR_RQ_KEY(0, 43))->count);
+	ASSERT_NE(NULL, bucket(b, HGR_RQ_KEY(0, 44)));
+	EXPECT_EQ(100, bucket(b, HGR_RQ_KEY(0, 44))->ns);
+	EXPECT_EQ(1, bucket(b, HGR_RQ_KEY(0, 44))->count);
+	ASSERT_NE(NULL, bucket(b, HGR_RQ_KEY(0, 45)));
+	EXPECT_EQ(100, bucket(b, HGR_RQ_KEY(0, 45))->ns);
+	EXPECT_EQ(1, bucket(b, HGR_RQ_KEY(0, 45))->count);
+	ASSERT_NE(NULL, bucket(b, HGR_RQ_UNKNOWN));
+	EXPECT_EQ(60, bucket(b, HGR_RQ_UNKNOWN)->ns);
+	hgr_runq_label(r, HGR_RQ_KEY(0, 44), label, sizeof(label));
+	EXPECT_STREQ("0:kworker/0:1-44", label);
+	hgr_runq_label(r, HGR_RQ_KEY(0, 0), label, sizeof(label));
+	EXPECT_STREQ("0:(idle)", label);
+	hgr_runq_label(r, HGR_RQ_UNKNOWN, label, sizeof(label));
+	EXPECT_STREQ("(unknown)", label);
+	ASSERT_EQ(0, hgr_percentile(r, HGR_C_RUNQ, 99, &v, &key));
+	EXPECT_EQ(360, v);
+	/* the first of the three equal ones, in the order they began */
+	EXPECT_EQ(HGR_RQ_KEY(0, 43), key);
+	f = open_memstream(&buf, &len);
+	ASSERT_NE(NULL, f);
+	ASSERT_EQ(0, hgr_report_text(r, f));
+	ASSERT_EQ(0, hga_report_json(&r->a, f));
+	fclose(f);
+	EXPECT_NE(NULL, strstr(buf, "queued behind 0:worker-43"));
+	EXPECT_NE(NULL, strstr(buf, "lost 360 ns to the guest's run queue, most by 0:worker-43"));
+	EXPECT_NE(NULL, strstr(buf, "\"runqueue_by\":[{\"thread\":\"0:worker-43\",\"tid\":43,"
+			       "\"ns\":100,\"count\":1}"));
+	free(buf);
 	hgr_free(r);
 	free(r);
 	free(c);

@@ -460,7 +460,7 @@ PY
 run -- "${merge_in[@]}" --guest-app 0=app-req.hgev --no-text --analyze analyze-r.txt \
 	--analyze-json analyze-r.json --analyze-svg analyze-r.svg
 if [ "$rc" = 0 ] && msg=$(python3 - analyze-r.json <<'PY'
-import json, sys
+import json, re, sys
 q = json.load(open(sys.argv[1]))["requests"]
 comps = ["running", "runqueue", "preempted", "exits", "halted", "blocked", "host_blocked",
          "disrupted", "unknown", "unsplit"]
@@ -479,8 +479,17 @@ for s in q["slowest"] + [{"split": q["all"], "wall_ns": q["wall_ns"]}]:
         bad.append("split %d != wall %d" % (sum(sp[c] for c in comps), s["wall_ns"]))
     if sum(e["ns"] for e in sp["exit_reasons"]) != sp["exits"]:
         bad.append("exit reasons do not add up")
-if not q["all"]["running"] or not q["all"]["blocked"] or not q["all"]["exits"]:
-    bad.append("running, blocked or exits empty: %s" % q["all"])
+    # who ran instead on the guest's run queue: a guest thread, the idle
+    # task or (unknown), adding up to the run queue's time
+    if sum(e["ns"] for e in sp["runqueue_by"]) != sp["runqueue"]:
+        bad.append("runqueue_by does not add up: %s" % sp["runqueue_by"])
+    for e in sp["runqueue_by"]:
+        if not re.fullmatch(r"0:(.+-%d|\(idle\))" % e.get("tid", -1), e["thread"]) and \
+           e["thread"] != "(unknown)":
+            bad.append("runqueue_by thread %s" % e)
+if not q["all"]["running"] or not q["all"]["blocked"] or not q["all"]["exits"] or \
+   not q["all"]["runqueue_by"]:
+    bad.append("running, blocked, exits or runqueue_by empty: %s" % q["all"])
 print("; ".join(bad))
 sys.exit(1 if bad else 0)
 PY

@@ -62,6 +62,7 @@ struct hga_vcpu_state {
 	uint64_t start_ns, start_bound_ns;
 	struct hga_split split;
 	uint64_t max_bound_ns;		/* over its guest events: the mapping's */
+	uint64_t by_method[HGA_NR_METHODS];	/* its guest switches, by how mapped */
 };
 
 struct hga_cpu_state {
@@ -717,6 +718,7 @@ static int on_guest_switch(struct hga *a, const struct hga_event *ev)
 	v->start_bound_ns = ev->bound_ns;
 	if (ev->bound_ns > v->max_bound_ns)
 		v->max_bound_ns = ev->bound_ns;
+	v->by_method[ev->method < HGA_NR_METHODS ? ev->method : HGA_METHOD_NONE]++;
 	return ret;
 }
 
@@ -944,6 +946,44 @@ void hga_exit_label(char *buf, size_t len, uint64_t key)
 			 (uint32_t)key);
 }
 
+const char *hga_method_name(uint32_t method)
+{
+	static const char *const names[HGA_NR_METHODS] = {
+		[HGA_METHOD_NONE] = "none", [HGA_METHOD_KVM_EXACT] = "kvm-exact",
+		[HGA_METHOD_PROBE] = "probe", [HGA_METHOD_EXIT] = "exit",
+		[HGA_METHOD_MARKER] = "marker",
+	};
+
+	return method < HGA_NR_METHODS ? names[method] : "none";
+}
+
+/*
+ * How guest @g's switches (the slices' ends) were mapped: "  its switches
+ * mapped by: kvm-exact 812", and a warning when any was a fallback's.
+ */
+static void print_methods(const struct hga *a, FILE *out, uint32_t g)
+{
+	uint64_t n[HGA_NR_METHODS] = { 0 };
+	bool first = true;
+	uint32_t i, m;
+
+	for (i = 0; i < a->nr_vcpus; i++)
+		for (m = 0; m < HGA_NR_METHODS && a->vcpus[i].guest == (int32_t)g; m++)
+			n[m] += a->vcpus[i].by_method[m];
+	for (m = 0; m < HGA_NR_METHODS; m++) {
+		if (!n[m])
+			continue;
+		fprintf(out, "%s%s %" PRIu64, first ? "  its switches mapped by: " : ", ",
+			hga_method_name(m), n[m]);
+		first = false;
+	}
+	if (!first)
+		fputc('\n', out);
+	if (n[HGA_METHOD_PROBE] || n[HGA_METHOD_EXIT] || n[HGA_METHOD_MARKER])
+		fprintf(out, "  # not all by KVM's exact relation: a slice's ends are known to "
+			"the bound above, shorter slices are uncertain\n");
+}
+
 static void print_split(FILE *out, const char *indent, const struct hga_split *s)
 {
 	uint64_t wall = split_sum(s);
@@ -1019,6 +1059,7 @@ int hga_report_text(const struct hga *a, FILE *out, unsigned int top)
 		if (bound)
 			fprintf(out, " (its events mapped within +-%" PRIu64 " ns)", bound);
 		fputc('\n', out);
+		print_methods(a, out, g);
 		print_split(out, "  ", &s);
 		if (s.exits.n) {
 			fprintf(out, "  exits by reason:\n");
@@ -1112,7 +1153,7 @@ int hga_report_json(const struct hga *a, FILE *out)
 	struct json_writer w;
 	struct hga_split s;
 	char missing[512], *line, *save;
-	uint32_t i;
+	uint32_t i, m;
 
 	json_init(&w, out, false);
 	json_begin_object(&w, NULL);
@@ -1139,6 +1180,11 @@ int hga_report_json(const struct hga *a, FILE *out)
 		json_u64(&w, "guest", a->vcpus[i].guest);
 		json_u64(&w, "vcpu", a->vcpus[i].vcpu);
 		json_u64(&w, "max_bound_ns", a->vcpus[i].max_bound_ns);
+		json_begin_object(&w, "switches_by_method");
+		for (m = 0; m < HGA_NR_METHODS; m++)
+			if (a->vcpus[i].by_method[m])
+				json_u64(&w, hga_method_name(m), a->vcpus[i].by_method[m]);
+		json_end_object(&w);
 		json_split(&w, a, "split", &a->vcpus[i].tot);
 		json_end_object(&w);
 	}

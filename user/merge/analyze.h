@@ -61,9 +61,23 @@ struct hga_event {
 	bool prev_runnable;		/* host sched_switch: prev_state was R (preempted) */
 	char prev_comm[HGA_COMM_LEN], next_comm[HGA_COMM_LEN];
 	uint64_t bound_ns;		/* guest events: the mapping's bound on host_ns */
+	uint32_t method;		/* guest events: how they were mapped, HGA_METHOD_* */
 	int32_t irq;			/* IRQ events: the irq number; softirq: vector */
 	char irq_name[HGA_NAME_LEN];	/* irq_handler_entry: the handler's name */
 };
+
+/*
+ * How a guest event was mapped to host time: the correlation's methods
+ * (HGCOR_METHOD_*, HGSYNC_METHOD_MARKER; analyze_in.c checks that the
+ * numbers agree).  Any other number counts as none.
+ */
+#define HGA_METHOD_NONE		0
+#define HGA_METHOD_KVM_EXACT	1
+#define HGA_METHOD_PROBE	2
+#define HGA_METHOD_EXIT		3
+#define HGA_METHOD_MARKER	4
+#define HGA_NR_METHODS		5
+const char *hga_method_name(uint32_t method);
 
 #define HGA_MAX_IRQ		(1 << 24)	/* irq numbers taken (above: refused) */
 #define HGA_NR_SOFTIRQS		10		/* HI .. RCU, the kernel's vectors */

@@ -11,7 +11,8 @@
  *        irq:softirq_entry/exit         CPU it was traced on
  *   guest sched:sched_switch            at its mapped host time, its vCPU,
  *                                       the mapping's bound
- *   guest sched:sched_wakeup(_new)      the woken thread runnable (requests)
+ *   guest sched:sched_wakeup(_new)      the woken thread runnable, on
+ *                                       target_cpu's run queue (requests)
  *   guest application events            hgclock_event() begin/end: a request
  *                                       of the event's thread (analyze_req.h)
  *   guest trace events BEGIN,END        --analyze-slice: the same, the
@@ -99,6 +100,11 @@ static int place_thread(struct feed *f, int32_t tid, int32_t *guest, int32_t *cp
 	return *guest < 0 ? -1 : 0;
 }
 
+/* The engine names the correlation's methods by their numbers. */
+_Static_assert(HGA_METHOD_KVM_EXACT == HGCOR_METHOD_KVM_EXACT &&
+	       HGA_METHOD_PROBE == HGCOR_METHOD_PROBE && HGA_METHOD_EXIT == HGCOR_METHOD_EXIT &&
+	       HGA_METHOD_MARKER == HGSYNC_METHOD_MARKER, "hga's methods are the correlation's");
+
 /* Does @ev match @spec, "system:name" or "name"? */
 static bool matches(const struct hgm_event *ev, const char *spec)
 {
@@ -119,7 +125,7 @@ static bool matches(const struct hgm_event *ev, const char *spec)
  */
 static int feed_request(struct feed *f, const struct hgm_event *ev)
 {
-	struct hgr_event e = { 0 };
+	struct hgr_event e = { .vcpu = -1 };
 	unsigned long long v;
 
 	if (ev->app) {
@@ -157,6 +163,8 @@ static int feed_request(struct feed *f, const struct hgm_event *ev)
 		    !field(ev, "pid", &v) && v <= INT32_MAX) {
 			e.kind = HGR_EV_WAKEUP;
 			e.tid = (int32_t)v;
+			/* the run queue it was put on; absent or out of range: not known */
+			e.vcpu = !field(ev, "target_cpu", &v) && v < HGA_MAX_VCPUS ? (int32_t)v : -1;
 			f->last_ns = e.host_ns;
 			if (hgr_event(f->r, &e) < 0)
 				return -1;
@@ -220,6 +228,7 @@ static int feed_event(void *ctx, const struct hgm_event *ev)
 			e.guest = ev->in->guest;
 			e.vcpu = ev->cpu;
 			e.bound_ns = ev->bound_ns;
+			e.method = ev->method;
 			/* for the requests: switched out runnable (the guest's run queue) */
 			e.prev_runnable = !field(ev, "prev_state", &v) && !(v & 0xff);
 		}

@@ -6,12 +6,18 @@
  *
  * A thread's state, from the guest's sched_switch (and sched_wakeup):
  *   ON vCPU v     its time is the engine's charges of v's slice (charge_cb)
- *   RUNQ          switched out runnable (prev_state R), or woken
+ *   RUNQ          switched out runnable (prev_state R), or woken: on
+ *                 the run queue of one vCPU (the one it left, or the
+ *                 wakeup's target), whose thread "ran instead"
  *   BLOCKED       switched out asleep, until its wakeup
  *   UNSPLIT       never seen by the guest's scheduler, or its switch out
  *                 lost (the vCPU's next switch named another prev)
  * Every cut (a request's ends, a state change) first charges the guest's
  * vCPUs up to that time (hga_charge_guest()), so no charge straddles it.
+ * A vCPU keeps the threads waiting on its run queue (keys, as the table
+ * moves its entries); its guest switch charges them up to the switch
+ * with the thread leaving as "who ran instead", before the next one is
+ * on, so a wait's pieces each have one such thread.
  */
 #include <inttypes.h>
 #include <stdlib.h>
@@ -30,8 +36,13 @@ struct hgr_thread {
 	uint64_t key;			/* 0: a free slot */
 	uint8_t st;			/* threads: ST_* */
 	bool open, cur_known;
+	bool rq_new;			/* threads: the next RUNQ piece begins a count */
 	int32_t vcpu;			/* threads: ST_ON's vCPU */
+	int32_t rq_vcpu;		/* threads: ST_RUNQ's run queue (-1: not known) */
 	int32_t cur_tid;		/* vCPUs: the thread the guest has on it */
+	char comm[HGA_COMM_LEN];	/* threads: the last name the guest gave it */
+	uint64_t *waiters;		/* vCPUs: thread keys, maybe on its run queue */
+	uint32_t nr_waiters, cap_waiters;
 	uint64_t last_ns;		/* threads: charged up to here */
 	uint32_t depth;			/* open request: 1 + nested begins */
 	uint64_t begin_ns, begin_bound;
@@ -42,7 +53,7 @@ struct hgr_thread {
 struct hgr_kept {
 	uint64_t wall;
 	uint64_t ns[HGR_NR_COMP];
-	uint64_t top_key[2];		/* largest offender, exit reason */
+	uint64_t top_key[3];		/* largest offender, exit reason, run-queue offender */
 };
 
 static const char *const comp_names[HGR_NR_COMP] = {
@@ -140,6 +151,7 @@ static struct hgr_thread *get(struct hgr *r, uint64_t key)
 	t->key = key;
 	t->st = ST_UNSPLIT;
 	t->vcpu = -1;
+	t->rq_vcpu = -1;
 	r->tab_n++;
 	return t;
 }
@@ -150,13 +162,24 @@ static void split_free(struct hgr_split *s)
 {
 	free(s->exits.v);
 	free(s->offenders.v);
+	free(s->runq_by.v);
 	memset(s, 0, sizeof(*s));
 }
 
 static void split_reset(struct hgr_split *s)
 {
 	memset(s->ns, 0, sizeof(s->ns));
-	s->exits.n = s->offenders.n = 0;
+	s->exits.n = s->offenders.n = s->runq_by.n = 0;
+}
+
+static int buckets_add(struct hga_buckets *dst, const struct hga_buckets *src)
+{
+	uint32_t i;
+
+	for (i = 0; i < src->n; i++)
+		if (hga_bucket_add(dst, src->v[i].key, src->v[i].ns, src->v[i].count))
+			return -1;
+	return 0;
 }
 
 static uint64_t split_sum(const struct hgr_split *s)
@@ -171,19 +194,13 @@ static uint64_t split_sum(const struct hgr_split *s)
 
 static int split_add(struct hgr_split *dst, const struct hgr_split *src)
 {
-	uint32_t i;
 	int c;
 
 	for (c = 0; c < HGR_NR_COMP; c++)
 		dst->ns[c] += src->ns[c];
-	for (i = 0; i < src->exits.n; i++)
-		if (hga_bucket_add(&dst->exits, src->exits.v[i].key, src->exits.v[i].ns,
-				   src->exits.v[i].count))
-			return -1;
-	for (i = 0; i < src->offenders.n; i++)
-		if (hga_bucket_add(&dst->offenders, src->offenders.v[i].key,
-				   src->offenders.v[i].ns, src->offenders.v[i].count))
-			return -1;
+	if (buckets_add(&dst->exits, &src->exits) || buckets_add(&dst->offenders, &src->offenders) ||
+	    buckets_add(&dst->runq_by, &src->runq_by))
+		return -1;
 	return 0;
 }
 
@@ -235,18 +252,111 @@ static int on_charge(void *ctx, const struct hga_charge *ch)
 	return 0;
 }
 
-/* A thread off the vCPUs: [last, @t) to its guest state's component. */
-static void charge_off(struct hgr *r, struct hgr_thread *t, uint64_t at)
+static int32_t guest_of(const struct hgr_thread *t)
+{
+	return (int32_t)(uint32_t)((t->key - 1) >> 32);
+}
+
+/* Who runs now on the vCPU whose run queue holds @t (ST_RUNQ). */
+static uint64_t runq_key(const struct hgr *r, const struct hgr_thread *t)
+{
+	const struct hgr_thread *v;
+	int32_t guest = guest_of(t);
+
+	if (t->rq_vcpu < 0)
+		return HGR_RQ_UNKNOWN;
+	v = find(r, vkey(guest, t->rq_vcpu));
+	/* not known, or the thread itself (its switch in was lost) */
+	if (!v || !v->cur_known || tkey(guest, v->cur_tid) == t->key)
+		return HGR_RQ_UNKNOWN;
+	return HGR_RQ_KEY(guest, v->cur_tid < 0 ? 0 : v->cur_tid);
+}
+
+/*
+ * A thread off the vCPUs: [last, @at) to its guest state's component
+ * (the run queue's by who runs on its vCPU now: callers charge a wait
+ * before that vCPU's thread changes).  0, or -1 (no memory).
+ */
+static int charge_off(struct hgr *r, struct hgr_thread *t, uint64_t at)
 {
 	static const enum hgr_comp of_state[] = {
 		[ST_UNSPLIT] = HGR_C_UNSPLIT, [ST_RUNQ] = HGR_C_RUNQ, [ST_BLOCKED] = HGR_C_BLOCKED,
 	};
+	bool piece_new;
+	uint64_t ns;
 
 	if (at <= t->last_ns)
-		return;
-	if (t->open && t->st != ST_ON)
-		t->split.ns[of_state[t->st]] += clip(r, at) - clip(r, t->last_ns);
+		return 0;
+	ns = clip(r, at) - clip(r, t->last_ns);
 	t->last_ns = at;
+	if (!t->open || t->st == ST_ON)
+		return 0;
+	t->split.ns[of_state[t->st]] += ns;
+	if (t->st != ST_RUNQ || !ns)
+		return 0;
+	piece_new = t->rq_new;
+	t->rq_new = false;
+	return hga_bucket_add(&t->split.runq_by, runq_key(r, t), ns, piece_new);
+}
+
+/*
+ * @tid of @guest goes on @vcpu's run queue at @at (it was charged up to
+ * @at).  Looks both up again: get() may move the table.  0 or -1.
+ */
+static int wait_on(struct hgr *r, int32_t guest, int32_t vcpu, int32_t tid)
+{
+	struct hgr_thread *v, *t;
+	uint64_t key = tkey(guest, tid);
+	uint32_t i;
+
+	v = vcpu >= 0 ? get(r, vkey(guest, vcpu)) : NULL;
+	if (vcpu >= 0 && !v)
+		return -1;
+	t = find(r, key);
+	if (!t)
+		return -1;
+	t->st = ST_RUNQ;
+	t->rq_vcpu = vcpu;
+	t->rq_new = true;
+	if (!v)
+		return 0;
+	for (i = 0; i < v->nr_waiters; i++)
+		if (v->waiters[i] == key)
+			return 0;
+	if (v->nr_waiters == v->cap_waiters) {
+		uint32_t cap = v->cap_waiters ? v->cap_waiters * 2 : 8;
+		uint64_t *w = realloc(v->waiters, cap * sizeof(*w));
+
+		if (!w)
+			return -1;
+		v->waiters = w;
+		v->cap_waiters = cap;
+	}
+	v->waiters[v->nr_waiters++] = key;
+	return 0;
+}
+
+/*
+ * @v's thread is about to change at @at: the threads waiting on its run
+ * queue charged up to @at (what ran there so far ran instead of them),
+ * those no longer waiting there dropped from its list.  0 or -1.
+ */
+static int charge_waiters(struct hgr *r, struct hgr_thread *v, int32_t vcpu, uint64_t at)
+{
+	uint32_t i, n = 0;
+
+	for (i = 0; i < v->nr_waiters; i++) {
+		struct hgr_thread *t = find(r, v->waiters[i]);
+
+		if (!t || t->st != ST_RUNQ || t->rq_vcpu != vcpu)
+			continue;
+		if (charge_off(r, t, at))
+			return -1;
+		t->rq_new = true;	/* the next piece: another thread's */
+		v->waiters[n++] = v->waiters[i];
+	}
+	v->nr_waiters = n;
+	return 0;
 }
 
 static int json_section(void *ctx, struct json_writer *w);
@@ -305,6 +415,9 @@ int hgr_engine_event(struct hgr *r, const struct hga_event *ev)
 	t = get(r, vkey(ev->guest, ev->vcpu));
 	if (!t)
 		return -1;
+	/* the waits on this run queue up to now: before its thread changes */
+	if (charge_waiters(r, t, ev->vcpu, at))
+		return -1;
 	old_known = t->cur_known;
 	old_tid = t->cur_tid;
 	t->cur_known = true;
@@ -314,8 +427,10 @@ int hgr_engine_event(struct hgr *r, const struct hga_event *ev)
 		t = find(r, tkey(ev->guest, old_tid));
 		if (t && t->st == ST_ON && t->vcpu == ev->vcpu) {
 			t->last_ns = at;
-			t->st = old_tid != ev->prev_tid ? ST_UNSPLIT :
-				ev->prev_runnable ? ST_RUNQ : ST_BLOCKED;
+			t->st = old_tid != ev->prev_tid ? ST_UNSPLIT : ST_BLOCKED;
+			if (old_tid == ev->prev_tid && ev->prev_runnable &&
+			    wait_on(r, ev->guest, ev->vcpu, old_tid))
+				return -1;
 		}
 	}
 	if (old_tid != ev->prev_tid && ev->prev_tid > 0) {
@@ -324,17 +439,23 @@ int hgr_engine_event(struct hgr *r, const struct hga_event *ev)
 		if (!t)
 			return -1;
 		if (t->st == ST_UNSPLIT || !old_known) {
-			charge_off(r, t, at);
-			if (t->st != ST_ON || t->vcpu == ev->vcpu)
-				t->st = ev->prev_runnable ? ST_RUNQ : ST_BLOCKED;
+			if (charge_off(r, t, at))
+				return -1;
+			if (t->st != ST_ON || t->vcpu == ev->vcpu) {
+				t->st = ST_BLOCKED;
+				if (ev->prev_runnable && wait_on(r, ev->guest, ev->vcpu, ev->prev_tid))
+					return -1;
+			}
 		}
 	}
 	if (ev->next_tid > 0) {
 		t = get(r, tkey(ev->guest, ev->next_tid));
 		if (!t)
 			return -1;
-		if (t->st != ST_ON)
-			charge_off(r, t, at);
+		memcpy(t->comm, ev->next_comm, sizeof(t->comm));
+		t->comm[HGA_COMM_LEN - 1] = '\0';
+		if (t->st != ST_ON && charge_off(r, t, at))
+			return -1;
 		/* on another vCPU still (its switch out lost): that one's charges end now */
 		t->st = ST_ON;
 		t->vcpu = ev->vcpu;
@@ -390,8 +511,7 @@ static int keep(struct hgr *r, const struct hgr_request *rq)
 	r->sorted_by = 0;
 	k->wall = rq->wall_ns;
 	memcpy(k->ns, rq->split.ns, sizeof(k->ns));
-	k->top_key[0] = rq->top_key[0];
-	k->top_key[1] = rq->top_key[1];
+	memcpy(k->top_key, rq->top_key, sizeof(k->top_key));
 	return 0;
 }
 
@@ -418,6 +538,7 @@ static int close_request(struct hgr *r, struct hgr_thread *t, const struct hgr_e
 	rq.split = t->split;
 	rq.top_key[0] = top_of(&t->split.offenders);
 	rq.top_key[1] = top_of(&t->split.exits);
+	rq.top_key[2] = top_of(&t->split.runq_by);
 	if (split_sum(&t->split) != rq.wall_ns && !r->first_err[0])
 		snprintf(r->first_err, sizeof(r->first_err),
 			 "internal: a request's split (%" PRIu64 " ns) is not its wall time (%" PRIu64
@@ -461,12 +582,14 @@ int hgr_event(struct hgr *r, const struct hgr_event *ev)
 	t = get(r, tkey(ev->guest, ev->tid));
 	if (!t)
 		return -1;
-	charge_off(r, t, ev->host_ns);
+	if (charge_off(r, t, ev->host_ns))
+		return -1;
 	switch (ev->kind) {
 	case HGR_EV_WAKEUP:
 		r->nr_wakeups++;
 		if (t->st == ST_BLOCKED)
-			t->st = ST_RUNQ;
+			return wait_on(r, ev->guest, ev->vcpu >= 0 && ev->vcpu < HGA_MAX_VCPUS ?
+				       ev->vcpu : -1, ev->tid) ? -1 : 0;
 		return 0;
 	case HGR_EV_BEGIN:
 		r->nr_begins++;
@@ -517,8 +640,10 @@ void hgr_free(struct hgr *r)
 {
 	uint32_t i;
 
-	for (i = 0; i < r->tab_cap; i++)
+	for (i = 0; i < r->tab_cap; i++) {
 		split_free(&r->tab[i].split);
+		free(r->tab[i].waiters);
+	}
 	for (i = 0; i < r->nr_slow; i++)
 		split_free(&r->slow[i].split);
 	split_free(&r->tot);
@@ -562,14 +687,35 @@ int hgr_percentile(struct hgr *r, unsigned int c, unsigned int pct, uint64_t *ns
 	rank = ((uint64_t)r->nr_kept * pct + 99) / 100;
 	k = &r->kept[rank - 1];
 	*ns = c < HGR_NR_COMP ? k->ns[c] : k->wall;
-	*top_key = c == HGR_C_PREEMPTED ? k->top_key[0] : c == HGR_C_EXIT ? k->top_key[1] : NO_KEY;
+	*top_key = c == HGR_C_PREEMPTED ? k->top_key[0] : c == HGR_C_EXIT ? k->top_key[1] :
+		   c == HGR_C_RUNQ ? k->top_key[2] : NO_KEY;
 	return 0;
+}
+
+void hgr_runq_label(const struct hgr *r, uint64_t key, char *buf, size_t len)
+{
+	const struct hgr_thread *t;
+	int32_t guest = (int32_t)(uint32_t)(key >> 32), tid = (int32_t)(uint32_t)key;
+
+	if (key == HGR_RQ_UNKNOWN) {
+		snprintf(buf, len, "(unknown)");
+	} else if (key == UINT64_MAX - 1) {
+		snprintf(buf, len, "(others)");
+	} else if (!tid) {
+		snprintf(buf, len, "%" PRId32 ":(idle)", guest);
+	} else {
+		t = find(r, tkey(guest, tid));
+		snprintf(buf, len, "%" PRId32 ":%s-%" PRId32, guest, t && t->comm[0] ? t->comm : "?",
+			 tid);
+	}
 }
 
 static void key_label(const struct hgr *r, unsigned int c, uint64_t key, char *buf, size_t len)
 {
 	if (key == NO_KEY)
 		snprintf(buf, len, "-");
+	else if (c == HGR_C_RUNQ)
+		hgr_runq_label(r, key, buf, len);
 	else if (c == HGR_C_EXIT)
 		hga_exit_label(buf, len, key);
 	else if (key >= UINT64_MAX - 1)		/* the engine's unknown and others */
@@ -642,7 +788,12 @@ int hgr_report_text(struct hgr *r, FILE *out)
 		key_label(r, HGR_C_PREEMPTED, s->top_key[0], label, sizeof(label));
 		fprintf(out, "  %s", label);
 		key_label(r, HGR_C_EXIT, s->top_key[1], label, sizeof(label));
-		fprintf(out, ", %s\n", label);
+		fprintf(out, ", %s", label);
+		if (s->split.ns[HGR_C_RUNQ]) {
+			key_label(r, HGR_C_RUNQ, s->top_key[2], label, sizeof(label));
+			fprintf(out, ", queued behind %s", label);
+		}
+		fprintf(out, "\n");
 	}
 	if (!r->nr_kept)
 		return ferror(out) ? -1 : 0;
@@ -663,12 +814,14 @@ int hgr_report_text(struct hgr *r, FILE *out)
 		key_label(r, c, key, label, sizeof(label));
 		fprintf(out, "  %s\n", label);
 	}
-	for (c = HGR_C_PREEMPTED; c <= HGR_C_EXIT; c++) {
-		if (!r->tot.ns[c] || hgr_percentile(r, c, 99, &v, &key) || !v)
+	for (c = 0; c < HGR_NR_COMP; c++) {
+		if ((c != HGR_C_PREEMPTED && c != HGR_C_EXIT && c != HGR_C_RUNQ) ||
+		    !r->tot.ns[c] || hgr_percentile(r, c, 99, &v, &key) || !v)
 			continue;
 		key_label(r, c, key, label, sizeof(label));
 		fprintf(out, "# p99 requests lost %" PRIu64 " ns to %s, most by %s\n", v,
-			c == HGR_C_PREEMPTED ? "host preemption" : "VM exits", label);
+			c == HGR_C_PREEMPTED ? "host preemption" : c == HGR_C_EXIT ? "VM exits" :
+			"the guest's run queue", label);
 	}
 	return ferror(out) ? -1 : 0;
 }
@@ -679,11 +832,14 @@ static void json_buckets(struct json_writer *w, const struct hgr *r, unsigned in
 	char label[64];
 	uint32_t i;
 
-	json_begin_array(w, c == HGR_C_EXIT ? "exit_reasons" : "preempted_by");
+	json_begin_array(w, c == HGR_C_EXIT ? "exit_reasons" : c == HGR_C_RUNQ ? "runqueue_by" :
+			 "preempted_by");
 	for (i = 0; i < b->n; i++) {
 		json_begin_object(w, NULL);
 		key_label(r, c, b->v[i].key, label, sizeof(label));
-		json_string(w, c == HGR_C_EXIT ? "reason" : "task", label);
+		json_string(w, c == HGR_C_EXIT ? "reason" : c == HGR_C_RUNQ ? "thread" : "task", label);
+		if (c == HGR_C_RUNQ && b->v[i].key < UINT64_MAX - 1)
+			json_u64(w, "tid", (uint32_t)b->v[i].key);
 		json_u64(w, "ns", b->v[i].ns);
 		json_u64(w, "count", b->v[i].count);
 		json_end_object(w);
@@ -701,6 +857,7 @@ static void json_split(struct json_writer *w, const struct hgr *r, const char *k
 		json_u64(w, hgr_comp_name(c), s->ns[c]);
 	json_buckets(w, r, HGR_C_EXIT, &s->exits);
 	json_buckets(w, r, HGR_C_PREEMPTED, &s->offenders);
+	json_buckets(w, r, HGR_C_RUNQ, &s->runq_by);
 	json_end_object(w);
 }
 

@@ -58,6 +58,11 @@ struct hgr_event {
 	uint64_t host_ns;	/* mapped to host time */
 	int32_t guest, tid;	/* the guest's tid */
 	uint64_t bound_ns;	/* the mapping's bound on host_ns */
+	/*
+	 * WAKEUP: the guest CPU whose run queue the thread was woken onto
+	 * (sched_wakeup's target_cpu); -1: not known.  Other kinds: unused.
+	 */
+	int32_t vcpu;
 	char name[HGR_NAME_LEN];	/* BEGIN: the request's name */
 };
 
@@ -65,7 +70,20 @@ struct hgr_split {
 	uint64_t ns[HGR_NR_COMP];
 	struct hga_buckets exits;	/* HGR_C_EXIT by reason (isa << 32 | reason) */
 	struct hga_buckets offenders;	/* HGR_C_PREEMPTED by host tid */
+	struct hga_buckets runq_by;	/* HGR_C_RUNQ by who ran instead (HGR_RQ_KEY) */
 };
+
+/*
+ * Who ran instead while a thread waited on the guest's run queue: the
+ * guest thread on the vCPU whose run queue held it (the one it was
+ * switched out of runnable, or sched_wakeup's target_cpu), keyed
+ * guest << 32 | tid (tid 0: that vCPU idle); HGR_RQ_UNKNOWN when that
+ * vCPU, or what it ran, is not known; past the engine's key limit,
+ * "(others)" (UINT64_MAX - 1).  count: the pieces begun (the wait's
+ * start, or that thread switched in on the vCPU while it waited).
+ */
+#define HGR_RQ_KEY(guest, tid)	((uint64_t)(uint32_t)(guest) << 32 | (uint32_t)(tid))
+#define HGR_RQ_UNKNOWN		UINT64_MAX
 
 #define HGR_RQ_UNCERTAIN	(1u << 0)	/* wall within its ends' bounds: not split */
 #define HGR_RQ_CLIPPED		(1u << 1)	/* cut by --from/--to */
@@ -77,7 +95,8 @@ struct hgr_request {
 	uint64_t wall_ns;		/* within the window: = the split's sum */
 	uint64_t bound_ns;		/* the larger bound of its ends */
 	uint32_t flags;			/* HGR_RQ_* */
-	uint64_t top_key[2];		/* its largest offender, exit reason (HGR_NO_KEY: none) */
+	/* its largest host offender, exit reason, run-queue offender (HGR_NO_KEY: none) */
+	uint64_t top_key[3];
 	struct hgr_split split;
 };
 
@@ -137,12 +156,15 @@ void hgr_free(struct hgr *r);
 
 /*
  * Component @c (HGR_NR_COMP: the wall time) of the certain requests at
- * percentile @pct (nearest rank, 1..100; sorts the kept), and that request's largest
- * offender or exit key in @top_key (HGR_NO_KEY: none).  0, or -1 when
- * there is no request.
+ * percentile @pct (nearest rank, 1..100; sorts the kept), and that
+ * request's largest offender, exit or run-queue key in @top_key
+ * (HGR_NO_KEY: none).  0, or -1 when there is no request.
  */
 int hgr_percentile(struct hgr *r, unsigned int c, unsigned int pct, uint64_t *ns,
 		   uint64_t *top_key);
+
+/* A run-queue offender's key as "guest:comm-tid", "guest:(idle)", "(unknown)". */
+void hgr_runq_label(const struct hgr *r, uint64_t key, char *buf, size_t len);
 
 /*
  * The report's requests section (text); the JSON's is added to
