@@ -46,7 +46,9 @@ echo "GUEST-WAITING"
 # (merge-host.sh's hog_phase): HOG-START, a second hgclock agent for a
 # second recording; HOG-BUSY, a thread spinning on vCPU 0 that reads its
 # CPU's steal (/proc/stat, in USER_HZ) as it starts and as it stops, all
-# in shell builtins (no other thread in between); HOG-STOP, it stops.
+# in shell builtins (no other thread in between), and right after each
+# reading writes it to trace_marker, so that the recording says when
+# (check_hog.py splits that window); HOG-STOP, it stops.
 agent2= busy=
 while read -r line </dev/ttyS1; do
 	case $line in
@@ -56,10 +58,14 @@ while read -r line </dev/ttyS1; do
 		echo "HOG-AGENT-UP" ;;
 	HOG-BUSY)
 		rm -f /tmp/hog-stop
-		taskset -c 0 sh -c '{ read -r l; read -r c u n s i w q sq st r; } </proc/stat
+		taskset -c 0 sh -c 'm=/sys/kernel/tracing/trace_marker
+			[ -w $m ] || m=/sys/kernel/debug/tracing/trace_marker
+			{ read -r l; read -r c u n s i w q sq st r; } </proc/stat
+			echo "hgclock-hog steal-before $c $st" 2>/dev/null >$m
 			echo "HOG-STEAL-BEFORE $c $st $$"
 			while [ ! -e /tmp/hog-stop ]; do :; done
 			{ read -r l; read -r c u n s i w q sq st r; } </proc/stat
+			echo "hgclock-hog steal-after $c $st" 2>/dev/null >$m
 			echo "HOG-STEAL-AFTER $c $st $$"' &
 		busy=$! ;;
 	HOG-STOP)
