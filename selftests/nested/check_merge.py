@@ -252,7 +252,7 @@ def main():
               "off by median %d ns, max %d ns" % (tc[2], tc[0], tc[1]))
     # Nothing lost: as many events as trace-cmd report shows for each file.
     for name, path, want in (("host", host, nhost), ("guest", guest_path(d), len(guest))):
-        r = subprocess.run(["trace-cmd", "report", "-i", path], capture_output=True, text=True)
+        r = tracecmd_report(path)
         count = sum(1 for l in r.stdout.splitlines() if l.strip() and not l.startswith("cpus=")
                     and "EVENTS DROPPED" not in l)
         tap(r.returncode == 0 and count == want, "no_event_lost_" + name,
@@ -557,6 +557,18 @@ def union_len(ivs):
     return total
 
 
+_reports = {}
+
+
+def tracecmd_report(path):
+    """trace-cmd report -t of @path, run once per file (the interrupt
+    bounds and the event counts read the same host report)."""
+    if path not in _reports:
+        _reports[path] = subprocess.run(["trace-cmd", "report", "-t", "-i", path], capture_output=True,
+                                        text=True)
+    return _reports[path]
+
+
 def clip(ivs, lo, hi):
     return [(max(a, lo), min(b, hi)) for a, b in ivs if a < hi and b > lo]
 
@@ -576,7 +588,7 @@ def analyze_irq_bounds(host, ajs, tid_vcpu, apic):
     charged to it.
 
     Returns None when the host did not trace its interrupts."""
-    r = subprocess.run(["trace-cmd", "report", "-t", "-i", host], capture_output=True, text=True)
+    r = tracecmd_report(host)
     if r.returncode:
         tap(False, "analyze_irq_bounds", "trace-cmd report -t: exit %d" % r.returncode)
         return True
