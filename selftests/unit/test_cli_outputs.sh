@@ -524,6 +524,10 @@ else:
     want = [{c: s["split"][c] for c in comps if s["split"][c]} for s in q["slowest"]]
     if got != want:
         bad.append("request bars %s, JSON %s" % (got, want))
+    # each request that waited on the run queue names whom it waited behind most
+    behind = [t.text for t in groups["requests"].iter(ns + "text") if t.text and "most behind 0:" in t.text]
+    if len(behind) != sum(1 for s in q["slowest"] if s["split"]["runqueue"]):
+        bad.append("'most behind' labels %s" % behind)
     if not len(groups["threads"].findall(ns + "rect")):
         bad.append("no thread bar")
 print("; ".join(bad))

@@ -226,6 +226,13 @@ static void req_row(const struct hgr *r, FILE *out, const struct hgr_request *q,
 		(double)q->wall_ns / 1e6);
 	if (q->split.ns[HGR_C_PREEMPTED] && q->top_key[0] != HGR_NO_KEY)
 		most_by(&r->a, out, q->split.ns[HGR_C_PREEMPTED], q->top_key[0]);
+	if (q->split.ns[HGR_C_RUNQ] && q->top_key[2] != HGR_NO_KEY) {
+		char label[64];
+
+		fprintf(out, "; queued %.3f ms, most behind ", (double)q->split.ns[HGR_C_RUNQ] / 1e6);
+		hgr_runq_label(r, q->top_key[2], label, sizeof(label));
+		xml_text(out, label, sizeof(label));
+	}
 	fputs("</text>\n", out);
 }
 
