@@ -264,6 +264,31 @@ grep -v verdict "$tmp/look-clean/last-look.log" >"$tmp/look-stack/last-look.log"
 echo 'last look: verdict: hgclock not loaded (as of the last module change stage2 saw)' >>"$tmp/look-stack/last-look.log"
 expect look_symbols_unknown unexplained "rcu_preempt detected stalls" -- --rc 124 "$tmp/look-stack"
 
+# A VM held at its triple fault (tools/vm/run, triple-fault-look.log):
+# the emulator's, right after vmrun (the two caught on 2026-12-06), says
+# where; a vCPU whose RIP was in hgclock there is ours.
+mkdir -p "$tmp/tf-vmrun" "$tmp/tf-hgclock"
+printf '%s\n' '[    4.341638] hgclock: ABI 1.4 loaded' '[    5.998336] kvm_amd: Virtual GIF supported' \
+	>"$tmp/tf-vmrun/console.log"
+cp "$tmp/tf-vmrun/console.log" "$tmp/tf-hgclock/console.log"
+cat >"$tmp/tf-vmrun/triple-fault-look.log" <<'EOF2'
+last look: cpu 0: running kernel IF=1 at __svm_vcpu_run+0xa0 [kvm_amd]
+last look: cpu 0: stack: none of hgclock's addresses in 124 words from RSP
+last look: cpu 1: running kernel IF=0 at iowrite16+0x10
+last look: cpu 1: stack: none of hgclock's addresses in 208 words from RSP
+last look: verdict: no hgclock address in a vCPU's RIP or on a running vCPU's stack
+EOF2
+echo 'run: VM died while the command ran (qemu exit status 0: kernel panic, triple fault or poweroff?)' \
+	>"$tmp/tf.out"
+expect triple_fault_after_vmrun infra "at its triple fault: cpu 0: running kernel IF=1 at __svm_vcpu_run+0xa0" \
+	-- --rc 126 "$tmp/tf.out" "$tmp/tf-vmrun"
+cat >"$tmp/tf-hgclock/triple-fault-look.log" <<'EOF2'
+last look: cpu 0: running kernel IF=0 at hg_probe_switch+0x5c [hgclock]
+last look: cpu 1: halted IF=1 at pv_native_safe_halt+0xf
+last look: verdict: hgclock's code on cpu 0 in every sample
+EOF2
+expect triple_fault_in_hgclock ours "triple fault: hgclock's code on cpu 0" -- --rc 126 "$tmp/tf.out" "$tmp/tf-hgclock"
+
 # A hung task on the console (warnings only: no stack) with hgclock
 # loaded cannot be read (CI 2026-12-02, nested 6.1); tools/vm/run's
 # kernel.log (every level, and the sysrq w/l it asks for before the kill)
