@@ -132,10 +132,23 @@ mkdir -m 777 home
 # KernelShark asks root to confirm in a dialog: run it as nobody.
 as_user=()
 [ "$(id -u)" -eq 0 ] && as_user=(setpriv --reuid=nobody --regid=nogroup --clear-groups)
-Xvfb -displayfd 3 -screen 0 1600x1000x24 -nolisten tcp 3>display.txt 2>xvfb.log &
-xvfb_pid=$!
-for _ in $(seq 50); do [ -s display.txt ] && break; sleep 0.2; done
-export DISPLAY=:$(cat display.txt 2>/dev/null)
+# start_xvfb: the X server the program draws on, $DISPLAY set.
+start_xvfb() {
+	rm -f display.txt
+	Xvfb -displayfd 3 -screen 0 1600x1000x24 -nolisten tcp 3>display.txt 2>>xvfb.log &
+	xvfb_pid=$!
+	for _ in $(seq 50); do [ -s display.txt ] && break; sleep 0.2; done
+	export DISPLAY=:$(cat display.txt 2>/dev/null)
+}
+# xvfb_alive: Xvfb still runs; else it is started again, said on stdout
+# (a CI run of 2026-12-06 lost it between the two sessions: the second
+# KernelShark found no display, "Available platform plugins are: ...").
+xvfb_alive() {
+	kill -0 "$xvfb_pid" 2>/dev/null && return 0
+	echo "# Xvfb had exited ($(tail -n 1 xvfb.log 2>/dev/null)); started again"
+	start_xvfb
+}
+start_xvfb
 
 # ks_run ARGS...: KernelShark until its window has drawn; then the window.
 ks_run() {
@@ -207,7 +220,9 @@ s["Splitter"] = [760, 180]
 json.dump(s, open(sys.argv[3], "w"), indent=1)
 EOF
 rm -f "$session"
-if w=$(ks_run -s "$tmp/session2.json" -p kvm_combo); then
+xvfb_alive
+if w=$(ks_run -s "$tmp/session2.json" -p kvm_combo) ||
+   { ! kill -0 "$xvfb_pid" 2>/dev/null && xvfb_alive && w=$(ks_run -s "$tmp/session2.json" -p kvm_combo); }; then
 	xdotool windowsize "$w" 1600 1000 2>/dev/null
 	sleep 1
 	xdotool mousemove 109 10 click 1 2>/dev/null		# Plots
@@ -230,7 +245,7 @@ if w=$(ks_run -s "$tmp/session2.json" -p kvm_combo); then
 	import -window root "$shots/merge-kernelshark.png" 2>>ks.log
 	ks_quit "$w"
 else
-	not_ok gui_session "KernelShark showed no window for the session: $(tail -n 3 ks.log | tr '\n' ' ')"
+	not_ok gui_session "KernelShark showed no window for the session (Xvfb $(kill -0 "$xvfb_pid" 2>/dev/null && echo running || echo exited)): $(tail -n 4 ks.log | tr '\n' ' ')"
 fi
 # Each combo KernelShark saves is its plots, [stream, plot type, id]: the
 # guest's vCPU (stream 1) over its host thread (stream 0, the pid).
