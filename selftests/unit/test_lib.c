@@ -116,11 +116,11 @@ TEST(proto_connect_specs)
 {
 	char err[300];
 
-	EXPECT_EQ(-EINVAL, hgp_connect("nonsense", err, sizeof(err)));
+	EXPECT_EQ(-EINVAL, hgp_connect("nonsense", 1, err, sizeof(err)));
 	EXPECT_NE(NULL, strstr(err, "vsock:CID"));
-	EXPECT_EQ(-EINVAL, hgp_connect("vsock:", err, sizeof(err)));
-	EXPECT_EQ(-EINVAL, hgp_connect("vsock:3:x", err, sizeof(err)));
-	EXPECT_EQ(-EINVAL, hgp_connect("tcp:nohostport", err, sizeof(err)));
+	EXPECT_EQ(-EINVAL, hgp_connect("vsock:", 1, err, sizeof(err)));
+	EXPECT_EQ(-EINVAL, hgp_connect("vsock:3:x", 1, err, sizeof(err)));
+	EXPECT_EQ(-EINVAL, hgp_connect("tcp:nohostport", 1, err, sizeof(err)));
 }
 
 /* ---- convert's standard input: "VCPU VALUE" lines ---- */

@@ -184,7 +184,7 @@ int hgp_recv(int fd, struct hgp_header *hdr, void *buf)
 	return hgp_recv_max(fd, hdr, buf, HGP_MAX_PAYLOAD);
 }
 
-int hgp_connect(const char *spec, char *err, size_t errlen)
+int hgp_connect(const char *spec, unsigned int timeout_s, char *err, size_t errlen)
 {
 	int fd;
 
@@ -206,6 +206,18 @@ int hgp_connect(const char *spec, char *err, size_t errlen)
 		sa.svm_cid = (unsigned int)cid;
 		sa.svm_port = (unsigned int)port;
 		fd = socket(AF_VSOCK, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fd >= 0 && timeout_s) {
+			/*
+			 * The old option takes a struct timeval of native
+			 * longs: right for every 64-bit ABI, which is all
+			 * a KVM host recorder runs on.  Not fatal: the
+			 * kernel's 2 s then.
+			 */
+			struct timeval tv = { .tv_sec = timeout_s };
+
+			(void)setsockopt(fd, AF_VSOCK, SO_VM_SOCKETS_CONNECT_TIMEOUT,
+					 &tv, sizeof(tv));
+		}
 		if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
 			int e = errno;
 

@@ -170,7 +170,14 @@ int hgp_recv_max(int fd, struct hgp_header *hdr, void *buf, uint32_t cap);
 /* Validates a header alone (pure; unit tested). */
 int hgp_check_header(const struct hgp_header *hdr);
 
-/* "vsock:CID[:PORT]" or "tcp:HOST:PORT" -> connected socket or -errno. */
-int hgp_connect(const char *spec, char *err, size_t errlen);
+/*
+ * "vsock:CID[:PORT]" or "tcp:HOST:PORT" -> connected socket or -errno.
+ * A vsock connect waits up to @timeout_s for the guest to answer (the
+ * kernel's own default is 2 s: a guest whose vCPUs a loaded host does
+ * not run within 2 s is not there); tcp's connect keeps the kernel's.
+ */
+#define HGP_CONNECT_START_S	10	/* a guest that should be there */
+#define HGP_CONNECT_POLL_S	2	/* one of several asked in turn */
+int hgp_connect(const char *spec, unsigned int timeout_s, char *err, size_t errlen);
 
 #endif /* HGCLOCK_PROTO_H */

@@ -89,7 +89,7 @@ static void *follower_fn(void *arg)
 			/* tcp:HOST:PORT: only that address. */
 			char err[300];
 
-			fd = hgp_connect(g->spec, err, sizeof(err));
+			fd = hgp_connect(g->spec, HGP_CONNECT_POLL_S, err, sizeof(err));
 			if (fd >= 0 && agent_hello(fd, buf, &len, &minor, 3, why, sizeof(why))) {
 				close(fd);
 				fd = -1;
@@ -104,7 +104,7 @@ static void *follower_fn(void *arg)
 				    (!g->vm_name[0] || strcmp(vms[i].name, g->vm_name)))
 					continue;
 				snprintf(spec, sizeof(spec), "vsock:%u%s", vms[i].cid, g->port_suffix);
-				fd = hgp_connect(spec, err, sizeof(err));
+				fd = hgp_connect(spec, HGP_CONNECT_POLL_S, err, sizeof(err));
 				if (fd < 0)
 					continue;
 				if (agent_hello(fd, buf, &len, &minor, 3, why, sizeof(why))) {

@@ -243,7 +243,8 @@ int open_probe_channel(struct guest *g, uint8_t *buf)
 	char err[300];
 	int fd, ret;
 
-	fd = hgp_connect(g->spec, err, sizeof(err));
+	/* Right after the session's HELLO: a guest that is there. */
+	fd = hgp_connect(g->spec, HGP_CONNECT_START_S, err, sizeof(err));
 	if (fd < 0)
 		return fd;
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));

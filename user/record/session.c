@@ -202,7 +202,7 @@ int guest_open(struct guest *g, struct hgcor_writer *w, uint8_t *buf)
 	/* vsock:CID:PORT: the port goes with every CID the guest may move to. */
 	colon = !strncmp(g->spec, "vsock:", 6) ? strchr(g->spec + 6, ':') : NULL;
 	snprintf(g->port_suffix, sizeof(g->port_suffix), "%.15s", colon ? colon : "");
-	g->fd = hgp_connect(g->spec, err, sizeof(err));
+	g->fd = hgp_connect(g->spec, HGP_CONNECT_START_S, err, sizeof(err));
 	if (g->fd < 0) {
 		set_why(g, "not reached at the start: %s", err);
 		g->fd = -1;
