@@ -18,7 +18,7 @@ clang libclang-rt-14-dev python3 util-linux
 dkms python3-docutils
 debhelper dh-dkms lintian
 flex bison bc libelf-dev libssl-dev
-sparse
+sparse pahole
 libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients
 linux-perf
 kernelshark libkshark-dev libjson-c-dev xvfb xdotool imagemagick

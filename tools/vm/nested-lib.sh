@@ -162,6 +162,83 @@ hold_release() {
 	return 0
 }
 
+# shutdown_watch_start: from now on, every guest's triple fault is kept
+# with the guest's registers.  A nested guest that triple-faults ends its
+# QEMU silently under -no-reboot (status 0: "the guest's qemu had exited
+# by itself"), and on AMD KVM re-initializes the vCPU at the shutdown
+# exit (shutdown_interception), so neither QEMU nor its monitor can say
+# where the guest was.  A kprobe on shutdown_interception can: it reads
+# the RIP, RSP and CR2 that svm_vcpu_run copied from the VMCB into
+# vcpu->arch just before (their offsets from KVM's BTF, by pahole), into
+# the tracefs instance "hgshut" with each event's QEMU (record-tgid).
+# The probe goes through ftrace at that one function's entry, so its
+# text patch is a call site that runs only at a triple fault: nothing
+# else the guests run is patched (hold_text_patches).  Once per host
+# VM; call after KVM is loaded and before a guest starts.  Says why and
+# goes on when it cannot (Intel: VMX reads RIP lazily, no copy to read).
+# shutdown_watch_pid PID CONSOLE names the console of each guest QEMU;
+# shutdown_watch_report prints where each triple fault was
+# (tools/vm/place-guest-rip).
+SHUTDOWN_WATCH="not started"
+shutdown_watch_start() {
+	local t=/sys/kernel/tracing btf=/sys/kernel/btf arch regs cr2 base
+
+	[ -d "$t/instances/hgshut" ] && return 0
+	: >/tmp/shutdown-watch.pids
+	if [ "$HGCLOCK_KVM_MODULE" != kvm_amd ]; then
+		SHUTDOWN_WATCH="not on $HGCLOCK_KVM_MODULE (VMX keeps no copy of a guest's RIP to read)"
+		echo "shutdown-watch: $SHUTDOWN_WATCH"
+		return 0
+	fi
+	command -v pahole >/dev/null || { SHUTDOWN_WATCH="no pahole (tools/deps.sh)"; echo "shutdown-watch: $SHUTDOWN_WATCH"; return 0; }
+	# "	struct kvm_vcpu_arch   arch;   /*   576  8448 */": the offset.
+	arch=$(pahole -C kvm_vcpu --btf_base "$btf/vmlinux" "$btf/kvm" 2>/dev/null |
+		awk '$NF == "*/" && $(NF-4) == "arch;" { print $(NF-2); exit }')
+	base=$(pahole -C kvm_vcpu_arch --btf_base "$btf/vmlinux" "$btf/kvm" 2>/dev/null)
+	regs=$(awk '$NF == "*/" && $(NF-4) ~ /^regs\[/ { print $(NF-2); exit }' <<<"$base")
+	cr2=$(awk '$NF == "*/" && $(NF-4) == "cr2;" { print $(NF-2); exit }' <<<"$base")
+	if [ -z "$arch" ] || [ -z "$regs" ] || [ -z "$cr2" ]; then
+		SHUTDOWN_WATCH="no offsets of kvm_vcpu's arch.regs and arch.cr2 in KVM's BTF"
+		echo "shutdown-watch: $SHUTDOWN_WATCH"
+		return 0
+	fi
+	# VCPU_REGS_RSP is 4, VCPU_REGS_RIP 16; unsigned longs.
+	if ! echo "p:hgshut/shutdown kvm_amd:shutdown_interception" \
+		"rip=+$((arch + regs + 16 * 8))(%di):x64 rsp=+$((arch + regs + 4 * 8))(%di):x64" \
+		"cr2=+$((arch + cr2))(%di):x64" >>"$t/kprobe_events"; then
+		SHUTDOWN_WATCH="the kprobe on shutdown_interception was refused"
+		echo "shutdown-watch: $SHUTDOWN_WATCH"
+		return 0
+	fi
+	mkdir "$t/instances/hgshut" && echo 1 >"$t/instances/hgshut/options/record-tgid" &&
+		echo 1 >"$t/instances/hgshut/events/hgshut/shutdown/enable" ||
+		{ SHUTDOWN_WATCH="cannot enable the kprobe in instance hgshut"; echo "shutdown-watch: $SHUTDOWN_WATCH"; return 0; }
+	# The self-test: a guest of one ud2 at 0x1000 that triple-faults
+	# (tools/vm/kvm-triple-fault), read back, then forgotten.
+	local out
+	out=$(timeout 60 python3 "$(dirname "${BASH_SOURCE[0]}")/kvm-triple-fault" 2>&1)
+	if grep -q 'shutdown: .* rip=0x1000 ' "$t/instances/hgshut/trace"; then
+		SHUTDOWN_WATCH=ok
+	else
+		SHUTDOWN_WATCH="its self-test's triple fault was not read back (${out:-no output}):"
+		SHUTDOWN_WATCH+=" $(grep -v '^#' "$t/instances/hgshut/trace" | tail -n 1)"
+	fi
+	echo >"$t/instances/hgshut/trace"
+	echo "shutdown-watch: on (vcpu arch at $arch, regs at +$regs, cr2 at +$cr2); self-test: $SHUTDOWN_WATCH"
+}
+
+shutdown_watch_pid() {
+	echo "$1 $2" >>/tmp/shutdown-watch.pids
+}
+
+shutdown_watch_report() {
+	local t=/sys/kernel/tracing/instances/hgshut
+
+	[ -r "$t/trace" ] || return 0
+	python3 "$(dirname "${BASH_SOURCE[0]}")/place-guest-rip" "$t/trace" \
+		"/boot/System.map-$(uname -r)" /tmp/shutdown-watch.pids
+}
+
 # A no-module run (tools/vm/nested --no-module, HGCLOCK_NO_MODULE=1): the
 # host script's "insmod $HGCLOCK_KO" and "rmmod hgclock" do nothing (its
 # $HGCLOCK_TOOL is a stub); every other module loads as usual.

@@ -623,6 +623,42 @@ expect silent_hang infra "hang" -- --rc 124 "$tmp/hang.out" "$tmp/hang"
 printf '%s\n' 'ok 1 merge.insmod' "nested-host: the guest's qemu had exited by itself, status 0" \
 	'nested-host: host script exit 1, guest script exit 125' >"$tmp/dead.out"
 expect guest_qemu_exited infra "qemu had exited by itself" -- --rc 1 "$tmp/dead.out"
+# The same guest placed by the host VM's shutdown watch: in the kernel,
+# still the emulator's; in hgclock's code, ours.
+printf '%s\n' 'ok 1 merge.insmod' "nested-host: the guest's qemu had exited by itself, status 0" \
+	'nested-host: a guest triple-faulted: qemu 290 (guest-console.log), CPU 0/KVM: rip 0xffffffff8a0e3f10 (at asm_exc_double_fault+0x0), rsp 0xfffffe0000009000, cr2 0xfffffe0000000080' \
+	'nested-host: host script exit 1, guest script exit 125' >"$tmp/dead-placed.out"
+expect guest_triple_fault_placed infra "at asm_exc_double_fault+0x0" -- --rc 1 "$tmp/dead-placed.out"
+sed 's/(at asm_exc_double_fault+0x0)/(in hgclock +0x1a2)/' "$tmp/dead-placed.out" >"$tmp/dead-ours.out"
+expect guest_triple_fault_in_hgclock ours "in hgclock +0x1a2" -- --rc 1 "$tmp/dead-ours.out"
+# place-guest-rip itself: a kprobe line of each kind against a console's
+# text base and hgclock placement and a System.map.
+cat >"$tmp/System.map" <<'EOF2'
+ffffffff81000000 T _text
+ffffffff81001000 T startup_64
+ffffffff81e00000 T asm_exc_double_fault
+ffffffff81e00100 T asm_exc_page_fault
+EOF2
+printf '%s\n' 'guest: kernel text at ffffffff8a000000' 'guest: hgclock at 0xffffffffc0a00000 size 57344' \
+	>"$tmp/placed-console.log"
+printf '%s\n' "290 $tmp/placed-console.log" >"$tmp/placed.pids"
+cat >"$tmp/placed.trace" <<'EOF2'
+# tracer: nop
+       CPU 0/KVM-301     (    290) [001] .....    81.5: shutdown: (shutdown_interception+0x4/0x90 [kvm_amd]) rip=0xffffffff8ae00104 rsp=0x1 cr2=0x2
+       CPU 1/KVM-302     (    290) [000] .....    82.5: shutdown: (shutdown_interception+0x4/0x90 [kvm_amd]) rip=0xffffffffc0a001a2 rsp=0x1 cr2=0x2
+       CPU 0/KVM-401     (    400) [000] .....    83.5: shutdown: (shutdown_interception+0x4/0x90 [kvm_amd]) rip=0x1000 rsp=0x0 cr2=0x0
+EOF2
+placed=$(python3 "$(dirname "$0")/place-guest-rip" "$tmp/placed.trace" "$tmp/System.map" "$tmp/placed.pids")
+n=$((n + 1))
+if grep -q 'qemu 290 (placed-console.log), CPU 0/KVM: rip 0xffffffff8ae00104 (at asm_exc_page_fault+0x4), rsp 0x1, cr2 0x2$' <<<"$placed" &&
+   grep -q 'CPU 1/KVM: rip 0xffffffffc0a001a2 (in hgclock +0x1a2)' <<<"$placed" &&
+   grep -q 'qemu 400 (console unknown), CPU 0/KVM: rip 0x1000 (not kernel code)' <<<"$placed" &&
+   [ "$(wc -l <<<"$placed")" -eq 3 ]; then
+	echo "ok $n classify.place_guest_rip"
+else
+	echo "not ok $n classify.place_guest_rip # got: $(tr '\n' '|' <<<"$placed")"
+	failed=$((failed + 1))
+fi
 # A guest that ran its script to the end powers off by itself too: the
 # failed checks decide (seen in the flood test's run 3: retried away).
 printf '%s\n' 'ok 1 nested.insmod' 'not ok 2 nested.flood_suppressed_counted' \
