@@ -39,7 +39,9 @@
 # variant class exit cause", the variant with the emulator: module@qemu-10.0.2,
 # ",single" with HGCLOCK_NESTED_TCG_THREAD=single, ",cpu=MODEL" with
 # HGCLOCK_NESTED_CPU, ",append=A+B" with HGCLOCK_NESTED_APPEND, the host
-# VM's extra kernel parameters such as kvm_amd.vgif=0), so that runs on
+# VM's extra kernel parameters such as kvm_amd.vgif=0; ",guest-append=A+B"
+# with HGCLOCK_NESTED_GUEST_APPEND, the nested guests' own, such as
+# no5lvl; ",guest=pvh" with HGCLOCK_NESTED_GUEST_IMAGE=pvh), so that runs on
 # several days add up:
 # tools/vm/failure-rate.sh --summary prints the counts from that log.
 # A nested run takes 1.5 to 4 minutes of one core or two; 10 runs of
@@ -125,6 +127,8 @@ emu=@qemu-$(qemu-system-x86_64 --version | sed -n '1s/^QEMU emulator version \([
 [ "${HGCLOCK_NESTED_TCG_THREAD:-multi}" = single ] && emu=$emu,single
 [ -n "${HGCLOCK_NESTED_CPU:-}" ] && emu=$emu,cpu=$HGCLOCK_NESTED_CPU
 [ -n "${HGCLOCK_NESTED_APPEND:-}" ] && emu=$emu,append=$(echo "$HGCLOCK_NESTED_APPEND" | tr ' ' '+')
+[ -n "${HGCLOCK_NESTED_GUEST_APPEND:-}" ] && emu=$emu,guest-append=$(echo "$HGCLOCK_NESTED_GUEST_APPEND" | tr ' ' '+')
+[ "${HGCLOCK_NESTED_GUEST_IMAGE:-bzimage}" = pvh ] && emu=$emu,guest=pvh
 
 dir=$out_dir/$scenario
 mkdir -p "$dir"
