@@ -236,7 +236,7 @@ shutdown_watch_report() {
 
 	[ -r "$t/trace" ] || return 0
 	python3 "$(dirname "${BASH_SOURCE[0]}")/place-guest-rip" "$t/trace" \
-		"/boot/System.map-$(uname -r)" /tmp/shutdown-watch.pids
+		/proc/kallsyms /tmp/shutdown-watch.pids
 }
 
 # A no-module run (tools/vm/nested --no-module, HGCLOCK_NO_MODULE=1): the
