@@ -647,7 +647,8 @@ ffffffff81000000 T _text
 ffffffff81001000 T startup_64
 ffffffff81e00000 T asm_exc_double_fault
 ffffffff81e00100 T asm_exc_page_fault
-ffffffff81e00104 t svm_vcpu_run	[kvm_amd]
+ffffffffc0480000 t svm_vcpu_run	[kvm_amd]
+ffffffffc0490000 t hg_probe_sched_switch	[hgclock]
 EOF2
 printf '%s\n' 'guest: kernel text at ffffffff8a000000' 'guest: hgclock at 0xffffffffc0a00000 size 57344' \
 	>"$tmp/placed-console.log"
@@ -659,7 +660,9 @@ cat >"$tmp/placed.trace" <<'EOF2'
        CPU 1/KVM-302     (    290) [000] .....    82.5: shutdown: (shutdown_interception+0x4/0x90 [kvm_amd]) rip=0xffffffffc0a001a2 rsp=0x1 cr2=0x2
        CPU 0/KVM-401     (    400) [000] .....    83.5: shutdown: (shutdown_interception+0x4/0x90 [kvm_amd]) rip=0x1000 rsp=0x0 cr2=0x0
        CPU 0/KVM-501     (    500) [000] .....    84.5: shutdown: (shutdown_interception+0x4/0x90 [kvm_amd]) rip=0xffffffffb46dd6fb rsp=0xff5719a8404377a8 cr2=0xfffffe0000000080
-       CPU 0/KVM-502     (    500) [000] .....    85.5: shutdown: (shutdown_interception+0x4/0x90 [kvm_amd]) rip=0xffffffffc048fc60 rsp=0xffffc900005d3aa0 cr2=0xfffffe0000000080
+       CPU 0/KVM-502     (    500) [000] .....    85.5: shutdown: (shutdown_interception+0x4/0x90 [kvm_amd]) rip=0xffffffffc048fc60 rsp=0xffffd900005d3aa0 cr2=0xfffffe0000000080
+       CPU 0/KVM-503     (    500) [000] .....    86.5: shutdown: (shutdown_interception+0x4/0x90 [kvm_amd]) rip=0xffffffffc0480c60 rsp=0xffffc900005d3aa0 cr2=0xfffffe0000000080
+       CPU 0/KVM-504     (    500) [000] .....    87.5: shutdown: (shutdown_interception+0x4/0x90 [kvm_amd]) rip=0xffffffffc0490010 rsp=0xffffc900005d3aa0 cr2=0xfffffe0000000080
 EOF2
 placed=$(python3 "$(dirname "$0")/place-guest-rip" "$tmp/placed.trace" "$tmp/System.map" "$tmp/placed.pids")
 n=$((n + 1))
@@ -668,7 +671,9 @@ if grep -q 'qemu 290 (placed-console.log), CPU 0/KVM: rip 0xffffffff8ae00104 (at
    grep -q 'qemu 400 (console unknown), CPU 0/KVM: rip 0x1000 (not kernel code)' <<<"$placed" &&
    grep -q 'qemu 500 (booting-console.log), CPU 0/KVM: rip 0xffffffffb46dd6fb (kernel code; its text base unknown, hgclock not loaded in that guest)' <<<"$placed" &&
    grep -q 'qemu 500 (booting-console.log), CPU 0/KVM: rip 0xffffffffc048fc60 (in a module; hgclock not loaded in that guest)' <<<"$placed" &&
-   [ "$(wc -l <<<"$placed")" -eq 5 ]; then
+   grep -q "rip 0xffffffffc0480c60 (the host VM's own code, at svm_vcpu_run+0xc60 \[kvm_amd\], on a host VM stack" <<<"$placed" &&
+   grep -q "rip 0xffffffffc0490010 (in hgclock of the host VM, at hg_probe_sched_switch+0x10 \[hgclock\]" <<<"$placed" &&
+   [ "$(wc -l <<<"$placed")" -eq 7 ]; then
 	echo "ok $n classify.place_guest_rip"
 else
 	echo "not ok $n classify.place_guest_rip # got: $(tr '\n' '|' <<<"$placed")"
