@@ -20,7 +20,7 @@ hold_text_patches kvm:kvm_cpuid kvm:kvm_write_tsc_offset kvm:kvm_entry kvm:kvm_p
 guest_start || { tap not-ok nested.guest_start; return 1; }
 # A guest's triple fault is placed (shutdown_watch_start): its self-test,
 # a one-instruction guest that triple-faults at 0x1000, read back.
-if [ "$HGCLOCK_KVM_MODULE" = kvm_amd ]; then
+if [ "$HGCLOCK_KVM_MODULE" = kvm_amd ] && [ "${HGCLOCK_SHUTDOWN_WATCH:-1}" != 0 ]; then
 	if [ "$SHUTDOWN_WATCH" = ok ]; then tap ok nested.shutdown_watch; else
 		tap not-ok nested.shutdown_watch "$SHUTDOWN_WATCH"; fi
 else

@@ -41,7 +41,8 @@
 # HGCLOCK_NESTED_CPU, ",append=A+B" with HGCLOCK_NESTED_APPEND, the host
 # VM's extra kernel parameters such as kvm_amd.vgif=0; ",guest-append=A+B"
 # with HGCLOCK_NESTED_GUEST_APPEND, the nested guests' own, such as
-# no5lvl; ",guest=pvh" with HGCLOCK_NESTED_GUEST_IMAGE=pvh), so that runs on
+# no5lvl; ",guest=pvh" with HGCLOCK_NESTED_GUEST_IMAGE=pvh; ",watch=0"
+# with HGCLOCK_NESTED_SHUTDOWN_WATCH=0), so that runs on
 # several days add up:
 # tools/vm/failure-rate.sh --summary prints the counts from that log.
 # A nested run takes 1.5 to 4 minutes of one core or two; 10 runs of
@@ -129,6 +130,7 @@ emu=@qemu-$(qemu-system-x86_64 --version | sed -n '1s/^QEMU emulator version \([
 [ -n "${HGCLOCK_NESTED_APPEND:-}" ] && emu=$emu,append=$(echo "$HGCLOCK_NESTED_APPEND" | tr ' ' '+')
 [ -n "${HGCLOCK_NESTED_GUEST_APPEND:-}" ] && emu=$emu,guest-append=$(echo "$HGCLOCK_NESTED_GUEST_APPEND" | tr ' ' '+')
 [ "${HGCLOCK_NESTED_GUEST_IMAGE:-bzimage}" = pvh ] && emu=$emu,guest=pvh
+[ "${HGCLOCK_NESTED_SHUTDOWN_WATCH:-1}" = 0 ] && emu=$emu,watch=0
 
 dir=$out_dir/$scenario
 mkdir -p "$dir"

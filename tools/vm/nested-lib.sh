@@ -185,6 +185,11 @@ shutdown_watch_start() {
 
 	[ -d "$t/instances/hgshut" ] && return 0
 	: >/tmp/shutdown-watch.pids
+	if [ "${HGCLOCK_SHUTDOWN_WATCH:-1}" = 0 ]; then
+		SHUTDOWN_WATCH="off (HGCLOCK_NESTED_SHUTDOWN_WATCH=0)"
+		echo "shutdown-watch: $SHUTDOWN_WATCH"
+		return 0
+	fi
 	if [ "$HGCLOCK_KVM_MODULE" != kvm_amd ]; then
 		SHUTDOWN_WATCH="not on $HGCLOCK_KVM_MODULE (VMX keeps no copy of a guest's RIP to read)"
 		echo "shutdown-watch: $SHUTDOWN_WATCH"
