@@ -176,10 +176,12 @@ hold_release() {
 # else the guests run is patched (hold_text_patches).  Once per host
 # VM; call after KVM is loaded and before a guest starts.  Says why and
 # goes on when it cannot (Intel: VMX reads RIP lazily, no copy to read).
+# The self-test guest's vCPU thread is a vCPU thread like any: hgclock,
+# when loaded, records it; its TID is in SHUTDOWN_WATCH_TID.
 # shutdown_watch_pid PID CONSOLE names the console of each guest QEMU;
 # shutdown_watch_report prints where each triple fault was
 # (tools/vm/place-guest-rip).
-SHUTDOWN_WATCH="not started"
+SHUTDOWN_WATCH="not started" SHUTDOWN_WATCH_TID=
 shutdown_watch_start() {
 	local t=/sys/kernel/tracing btf=/sys/kernel/btf arch regs cr2 base
 
@@ -222,6 +224,7 @@ shutdown_watch_start() {
 	# (tools/vm/kvm-triple-fault), read back, then forgotten.
 	local out
 	out=$(timeout 60 python3 "$(dirname "${BASH_SOURCE[0]}")/kvm-triple-fault" 2>&1)
+	SHUTDOWN_WATCH_TID=$(sed -n 's/^shutdown at 0x1000, vCPU thread \([0-9]*\)$/\1/p' <<<"$out")
 	if grep -q 'shutdown: .* rip=0x1000 ' "$t/instances/hgshut/trace"; then
 		SHUTDOWN_WATCH=ok
 	else
@@ -229,7 +232,8 @@ shutdown_watch_start() {
 		SHUTDOWN_WATCH+=" $(grep -v '^#' "$t/instances/hgshut/trace" | tail -n 1)"
 	fi
 	echo >"$t/instances/hgshut/trace"
-	echo "shutdown-watch: on (vcpu arch at $arch, regs at +$regs, cr2 at +$cr2); self-test: $SHUTDOWN_WATCH"
+	echo "shutdown-watch: on (vcpu arch at $arch, regs at +$regs, cr2 at +$cr2); self-test:" \
+		"$SHUTDOWN_WATCH${SHUTDOWN_WATCH_TID:+ (its vCPU thread $SHUTDOWN_WATCH_TID)}"
 }
 
 shutdown_watch_pid() {
