@@ -687,6 +687,11 @@ printf '%s\n' 'ok 1 nested.insmod' 'not ok 2 nested.flood_suppressed_counted' \
 expect guest_done_then_exited fail "not ok 2 nested.flood_suppressed_counted" -- --rc 1 "$tmp/done.out"
 printf '%s\n' 'not ok 3 nested.guest_up # guest never reached its script (infrastructure)' >"$tmp/noguest.out"
 expect guest_never_up infra "never came up" -- --rc 125 "$tmp/noguest.out"
+# The same guest, triple-faulted as it booted and placed by the host VM.
+printf '%s\n' 'not ok 3 nested.guest_up # guest never reached its script (infrastructure)' \
+	'nested-host: a guest triple-faulted: qemu 223 (guest-console.log), CPU 1/KVM: rip 0xffffffff9c9f6a07 (at clear_page_erms+0x7), rsp 0xff43957f80013b88, cr2 0xfffffe0000000080' \
+	>"$tmp/noguest-placed.out"
+expect guest_never_up_placed infra "never came up; a guest triple-faulted: qemu 223 (guest-console.log), CPU 1/KVM: rip 0xffffffff9c9f6a07 (at clear_page_erms+0x7)" -- --rc 125 "$tmp/noguest-placed.out"
 # A guest that came up and then did not hand over its files: the merge
 # scenario's words for it are no "never came up".
 printf '%s\n' 'ok 1 merge.insmod' "merge: no guest-app.hgev from the guest: the guest never reached its files' copy" \
