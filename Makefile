@@ -65,7 +65,7 @@ TOOL_SRCS += user/merge/merge_pftrace.c
 # pairmark (guest side) and reading its markers from a guest trace.dat (host side)
 TOOL_SRCS += user/cmd/cmd_pairmark.c user/merge/markpair_trace.c
 # trace.dat handles shared by a command's readers (merge: checks, pairing, passes)
-TOOL_SRCS += user/merge/trace_pool.c
+TOOL_SRCS += user/merge/trace_pool.c user/merge/ksyms.c
 # Where a guest's time went (Documentation/analyze.rst), unit-tested (test_analyze)
 TOOL_SRCS += user/merge/analyze.c user/merge/analyze_names.c user/merge/analyze_in.c user/merge/analyze_req.c \
 	user/merge/analyze_svg.c
@@ -121,6 +121,8 @@ UNIT_TESTS := $(BUILD)/unit/test_json $(BUILD)/unit/test_lib $(BUILD)/unit/test_
 UNIT_TESTS += $(BUILD)/unit/test_analyze $(BUILD)/unit/test_hostsink
 # Application events: many threads, per-CPU buffers, flush and errors (library.rst)
 UNIT_TESTS += $(BUILD)/unit/test_events
+# One parse of a trace.dat's kallsyms for all handles (user/merge/ksyms.c)
+UNIT_TESTS += $(BUILD)/unit/test_ksyms
 BENCHES := $(BUILD)/bench/bench_read_clock $(BUILD)/bench/bench_ring \
 	$(BUILD)/bench/bench_pingpong $(BUILD)/bench/bench_compress
 
@@ -151,8 +153,11 @@ $(BUILD)/user/%.o: user/%.c include/uapi/linux/hgclock.h $(wildcard user/*.h use
 $(LIB): $(LIB_SRCS:user/%.c=$(BUILD)/user/%.o)
 	$(AR) rcs $@ $^
 
+# user/merge/ksyms.c defines tep_parse_kallsyms() for libtracecmd to call
+# (the link would export it anyway, as a library references it: said here).
+KSYMS_LDFLAGS := -Wl,--export-dynamic-symbol=tep_parse_kallsyms
 $(TOOL): $(TOOL_SRCS:user/%.c=$(BUILD)/user/%.o) $(BUILD)/gen/perfetto_trace.pb-c.o $(LIB)
-	$(CC) $(USER_CFLAGS) -o $@ $^ $(USER_LDFLAGS)
+	$(CC) $(USER_CFLAGS) -o $@ $^ $(USER_LDFLAGS) $(KSYMS_LDFLAGS)
 
 # Both files in one protoc-c run; the generated C is compiled without
 # -Wextra's and our prototypes' warnings (its style, not ours).
@@ -288,15 +293,21 @@ $(BUILD)/unit/data/%: selftests/data/%.xz
 	xz -dc $< >$@.tmp && mv $@.tmp $@
 
 $(BUILD)/unit/test_merge: selftests/unit/test_merge.c user/merge/merge.c user/merge/merge_in.c user/merge/merge_out.c user/merge/merge_par.c \
-		user/merge/trace_pool.c user/merge/trace_pool.h \
+		user/merge/trace_pool.c user/merge/trace_pool.h user/merge/ksyms.c user/merge/ksyms.h \
 		user/merge/perf_in.c user/merge/perf_in.h user/merge/merge_report.c user/merge/merge_filter.c \
 		user/common/json.c user/merge/merge.h selftests/unit/gen.h $(LIB) $(KSFT_HDR) $(MERGE_DATA)
 	@mkdir -p $(dir $@)
 	$(CC) $(SELFTEST_CFLAGS) $(TRACECMD_CFLAGS) -o $@ selftests/unit/test_merge.c user/merge/merge.c user/merge/merge_in.c \
-		user/merge/trace_pool.c \
+		user/merge/trace_pool.c user/merge/ksyms.c \
 		user/merge/merge_out.c user/merge/merge_par.c user/common/json.c user/merge/perf_in.c user/merge/merge_report.c \
-		user/merge/merge_filter.c $(LIB) $(TRACECMD_LIBS) $(ZSTD_LIBS) \
+		user/merge/merge_filter.c $(LIB) $(TRACECMD_LIBS) $(ZSTD_LIBS) $(KSYMS_LDFLAGS) \
 		-lpthread -lm
+
+$(BUILD)/unit/test_ksyms: selftests/unit/test_ksyms.c user/merge/ksyms.c user/merge/ksyms.h \
+		user/merge/trace_pool.c user/merge/trace_pool.h $(KSFT_HDR) $(MERGE_DATA)
+	@mkdir -p $(dir $@)
+	$(CC) $(SELFTEST_CFLAGS) $(TRACECMD_CFLAGS) -o $@ selftests/unit/test_ksyms.c user/merge/ksyms.c \
+		user/merge/trace_pool.c $(TRACECMD_LIBS) $(KSYMS_LDFLAGS) -lpthread
 
 # The tool's command line against the recording and the docs, in two
 # halves that run at once (scripts; they find the source tree's

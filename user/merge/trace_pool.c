@@ -20,6 +20,7 @@
 
 #include <trace-cmd.h>
 
+#include "ksyms.h"
 #include "trace_pool.h"
 #include "tracecmd_priv.h"
 
@@ -51,6 +52,7 @@ static void entry_clear(struct pool_entry *e)
 struct tracecmd_input *hg_trace_open(const char *path, char *err, size_t err_len)
 {
 	struct tracecmd_input *h = NULL, *stale[HG_TRACE_POOL_MAX];
+	struct hg_ksyms_capture ksyms;
 	int nr_stale = 0;
 	struct stat st;
 	bool have_st = !stat(path, &st);
@@ -76,7 +78,10 @@ struct tracecmd_input *hg_trace_open(const char *path, char *err, size_t err_len
 	if (h)
 		return h;
 
+	/* Its kallsyms parsed once per command, not once per handle (ksyms.c). */
+	hg_ksyms_capture_begin(&ksyms);
 	h = tracecmd_open_head(path, 0);
+	hg_ksyms_capture_end(&ksyms, h ? tracecmd_get_tep(h) : NULL);
 	if (!h) {
 		snprintf(err, err_len,
 			 "%s: not a trace-cmd trace.dat file, or truncated or damaged", path);

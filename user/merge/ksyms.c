@@ -1,0 +1,516 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * One parse of a trace.dat's kallsyms for every handle of a command.
+ *
+ * Why.  Opening a trace.dat, libtracecmd hands the kernel's symbol table
+ * it holds (a copy of /proc/kallsyms: 176 000 lines, 8 MB for a Debian
+ * 6.1 kernel) to libtraceevent's tep_parse_kallsyms(), which sscanf()s
+ * each line and allocates three blocks per symbol; closing the handle
+ * frees them one by one.  Profiled natively (Documentation/bench.rst),
+ * that was 42% of a one-thread merge, and a merge opens each input once
+ * for its checks and once more per worker thread: the same text parsed
+ * again and again into the same table.
+ *
+ * How.  hgclock defines tep_parse_kallsyms() itself.  libtracecmd calls
+ * it through its PLT, so the dynamic linker binds the call to the first
+ * definition in the lookup order, the executable's (ELF symbol
+ * interposition; the link exports the symbol: see the Makefile).  While
+ * hg_ksyms_capture_begin() is in force on the calling thread, the call
+ * only keeps a copy of the text.  hg_ksyms_capture_end() then gives the
+ * handle's tep a function resolver (tep_set_function_resolver(),
+ * libtraceevent's interface for "a tool that already has the table")
+ * over a table built once per distinct text and never written after: any
+ * number of threads read it at once.  Every other call, and every case
+ * below where only libtraceevent's own parse gives the same answers,
+ * goes to libtraceevent's definition (dlsym(RTLD_NEXT)).
+ *
+ * The same answers.  libtraceevent (1.7.1, and the same through 1.8.4)
+ * looks a function up in one place, find_func(): without a resolver it
+ * builds its map from its list of registered functions (newest first),
+ * qsort()s it by address and bsearch()es it with a comparator that
+ * accepts the entry whose range holds the address; with a resolver it
+ * asks the resolver.  The table here is built the same way: the lines
+ * libtraceevent would register, in its list's order (reversed), sorted
+ * by the same qsort() with the same comparison on entries of the same
+ * size, searched by the same bsearch() with the same comparator and the
+ * same end sentinel.  The same algorithm on the same array gives the
+ * same entry, also among aliases at one address, whatever the C
+ * library's qsort() is.  A line is only read here when it has the form
+ * the kernel writes ("ADDR T name" or "ADDR t name\t[module]", at most
+ * 16 hex digits, single separators); on that form this parser and
+ * libtraceevent's sscanf() pattern agree field for field, and a text
+ * with any other line is parsed by libtraceevent (for that text and
+ * every tep it comes to).
+ *
+ * Two things in libtraceevent read its list of functions without
+ * find_func(): tep_get_function_count() (not called by libtracecmd,
+ * its plugins or hgclock) and the first evaluation of an event format's
+ * argument that is a name rather than a number (test_for_symbol(): a
+ * symbol's address in a print format).  A tep whose event formats have
+ * any such argument gets libtraceevent's parse.
+ */
+#include <ctype.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event-parse.h>
+
+#include "ksyms.h"
+
+/* libtraceevent's struct func_map, field for field: the same size for qsort(). */
+struct ksym_ent {
+	unsigned long long addr;
+	char *func;
+	char *mod;
+};
+
+enum { KSYMS_BUILDING, KSYMS_READY, KSYMS_OWN_PARSE };
+
+/* One distinct kallsyms text, for the process's life. */
+struct ksym_table {
+	struct ksym_table *next;	/* ksyms_tables, under ksyms_lock */
+	char *raw;			/* the text as given: its identity */
+	size_t len;			/* strlen(raw) */
+	int state;			/* under ksyms_lock; READY: the rest is read-only */
+	struct ksym_ent *ent;		/* nr sorted entries and a sentinel */
+	size_t nr;
+	char *names;			/* the names and modules ent[] points into */
+	uint32_t *by_name;		/* hash of the names: ent index + 1, 0 empty */
+	size_t by_name_mask;		/* its size less one (a power of two) */
+};
+
+static pthread_mutex_t ksyms_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t ksyms_built = PTHREAD_COND_INITIALIZER;
+static struct ksym_table *ksyms_tables;
+static atomic_ulong ksyms_nr_shared, ksyms_nr_parsed;
+static __thread struct hg_ksyms_capture *ksyms_capture;
+
+typedef int (*tep_parse_kallsyms_fn)(struct tep_handle *, const char *);
+static tep_parse_kallsyms_fn ksyms_lib_parse;
+static pthread_once_t ksyms_lib_once = PTHREAD_ONCE_INIT;
+
+static void ksyms_lib_find(void)
+{
+	ksyms_lib_parse = (tep_parse_kallsyms_fn)dlsym(RTLD_NEXT, "tep_parse_kallsyms");
+}
+
+/* libtraceevent's own tep_parse_kallsyms(). */
+static int lib_parse(struct tep_handle *tep, const char *kallsyms)
+{
+	pthread_once(&ksyms_lib_once, ksyms_lib_find);
+	atomic_fetch_add(&ksyms_nr_parsed, 1);
+	return ksyms_lib_parse ? ksyms_lib_parse(tep, kallsyms) : -1;
+}
+
+/* The interposed definition (see the top of the file). */
+int tep_parse_kallsyms(struct tep_handle *tep, const char *kallsyms)
+{
+	struct hg_ksyms_capture *cap = ksyms_capture;
+
+	if (cap && !cap->text && kallsyms) {
+		cap->text = strdup(kallsyms);
+		if (cap->text) {
+			cap->tep = tep;
+			return 0;
+		}
+	}
+	return lib_parse(tep, kallsyms);
+}
+
+/* libtraceevent's func_cmp() and func_bcmp(), the same comparisons. */
+static int ent_cmp(const void *a, const void *b)
+{
+	const struct ksym_ent *ea = a, *eb = b;
+
+	if (ea->addr < eb->addr)
+		return -1;
+	if (ea->addr > eb->addr)
+		return 1;
+	return 0;
+}
+
+static int ent_bcmp(const void *a, const void *b)
+{
+	const struct ksym_ent *key = a, *e = b;
+
+	if (key->addr == e->addr || (key->addr > e->addr && key->addr < (e + 1)->addr))
+		return 0;
+	if (key->addr < e->addr)
+		return -1;
+	return 1;
+}
+
+static char *ksyms_resolve(void *priv, unsigned long long *addrp, char **modp)
+{
+	const struct ksym_table *t = priv;
+	const struct ksym_ent key = { .addr = *addrp };
+	const struct ksym_ent *e;
+
+	e = bsearch(&key, t->ent, t->nr, sizeof(*t->ent), ent_bcmp);
+	if (!e)
+		return NULL;
+	*addrp = e->addr;
+	*modp = e->mod;
+	return e->func;
+}
+
+static int hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/*
+ * One line [@p, @eol) in the kernel's form, or false.  On that form
+ * libtraceevent's "%16llx %c %n%*s%n%*1[\t][%n%*s%n" reads the same
+ * address, type, name and module (the module token less its last
+ * character, the ']').
+ */
+static bool parse_line(const char *p, const char *eol, unsigned long long *addr, char *type,
+		       const char **func, size_t *func_len, const char **mod, size_t *mod_len)
+{
+	const char *q = p;
+	int digits = 0;
+
+	*addr = 0;
+	while (q < eol && digits < 16 && hexval(*q) >= 0) {
+		*addr = *addr << 4 | (unsigned int)hexval(*q++);
+		digits++;
+	}
+	if (!digits || eol - q < 4 || q[0] != ' ' || isspace((unsigned char)q[1]) || q[2] != ' ')
+		return false;
+	*type = q[1];
+	q += 3;
+	*func = q;
+	while (q < eol && !isspace((unsigned char)*q))
+		q++;
+	*func_len = (size_t)(q - *func);
+	*mod = NULL;
+	*mod_len = 0;
+	if (!*func_len)
+		return false;
+	if (q == eol)
+		return true;
+	/* "\t[" and a token of at least "x]" to the end of the line */
+	if (eol - q < 4 || q[0] != '\t' || q[1] != '[')
+		return false;
+	q += 2;
+	*mod = q;
+	while (q < eol && !isspace((unsigned char)*q))
+		q++;
+	if (q != eol || q - *mod < 2 || q[-1] != ']')
+		return false;
+	*mod_len = (size_t)(q - 1 - *mod);
+	return true;
+}
+
+static uint64_t name_hash(const char *name)
+{
+	uint64_t h = 0xcbf29ce484222325ULL;	/* FNV-1a */
+
+	for (; *name; name++)
+		h = (h ^ (unsigned char)*name) * 0x100000001b3ULL;
+	return h;
+}
+
+/* Is @name the name of one of @t's entries? */
+static bool table_has_name(const struct ksym_table *t, const char *name)
+{
+	for (size_t i = name_hash(name) & t->by_name_mask; t->by_name[i];
+	     i = (i + 1) & t->by_name_mask)
+		if (!strcmp(t->ent[t->by_name[i] - 1].func, name))
+			return true;
+	return false;
+}
+
+static bool table_hash_names(struct ksym_table *t)
+{
+	size_t size = 2;
+
+	while (size < 2 * t->nr)
+		size <<= 1;
+	if (t->nr >= UINT32_MAX || !(t->by_name = calloc(size, sizeof(*t->by_name))))
+		return false;
+	t->by_name_mask = size - 1;
+	for (size_t k = 0; k < t->nr; k++) {
+		size_t i = name_hash(t->ent[k].func) & t->by_name_mask;
+
+		while (t->by_name[i])
+			i = (i + 1) & t->by_name_mask;
+		t->by_name[i] = (uint32_t)k + 1;
+	}
+	return true;
+}
+
+/* Fills @t's entries from @t->raw; false when a line is not in the kernel's form. */
+static bool table_build(struct ksym_table *t)
+{
+	const char *p = t->raw, *end = t->raw + t->len;
+	size_t lines = 1, used = 0, nr = 0;
+	struct ksym_ent *reg;
+	char *names;
+
+	for (const char *s = p; (s = memchr(s, '\n', (size_t)(end - s))); s++)
+		lines++;
+	reg = malloc((lines + 1) * sizeof(*reg));
+	names = malloc(t->len + 1);
+	if (!reg || !names)
+		goto fail;
+	while (p < end) {
+		const char *eol = memchr(p, '\n', (size_t)(end - p));
+		const char *func, *mod;
+		size_t func_len, mod_len;
+		unsigned long long addr;
+		char type;
+
+		if (!eol)
+			eol = end;
+		/* strtok_r() in libtraceevent: empty lines are no tokens */
+		if (eol == p) {
+			p++;
+			continue;
+		}
+		if (!parse_line(p, eol, &addr, &type, &func, &func_len, &mod, &mod_len))
+			goto fail;
+		/* libtraceevent's exceptions: arm's '$' names, x86-64's per-CPU offsets */
+		if (func[0] != '$' && type != 'A' && type != 'a') {
+			/* a name and its module take no more than their line: names fits */
+			reg[nr].addr = addr;
+			reg[nr].func = names + used;
+			memcpy(names + used, func, func_len);
+			used += func_len;
+			names[used++] = '\0';
+			reg[nr].mod = NULL;
+			if (mod) {
+				reg[nr].mod = names + used;
+				memcpy(names + used, mod, mod_len);
+				used += mod_len;
+				names[used++] = '\0';
+			}
+			nr++;
+		}
+		p = eol + 1;
+	}
+	/* libtraceevent's list is newest first: its map starts in that order */
+	for (size_t i = 0; i < nr / 2; i++) {
+		struct ksym_ent e = reg[i];
+
+		reg[i] = reg[nr - 1 - i];
+		reg[nr - 1 - i] = e;
+	}
+	qsort(reg, nr, sizeof(*reg), ent_cmp);
+	reg[nr] = (struct ksym_ent){ 0 };
+	t->ent = reg;
+	t->nr = nr;
+	t->names = names;
+	if (table_hash_names(t))
+		return true;
+	t->ent = NULL;
+	t->names = NULL;
+fail:
+	free(reg);
+	free(names);
+	return false;
+}
+
+/*
+ * The table of @text (owned: taken, or freed when a table had it),
+ * built by this thread or waited for; NULL (and @text still the
+ * caller's) when out of memory.  Its state says which it is.
+ */
+static struct ksym_table *table_get(char *text)
+{
+	size_t len = strlen(text);
+	struct ksym_table *t;
+	bool ok;
+
+	pthread_mutex_lock(&ksyms_lock);
+	for (t = ksyms_tables; t; t = t->next)
+		if (t->len == len && !memcmp(t->raw, text, len))
+			break;
+	if (t) {
+		while (t->state == KSYMS_BUILDING)
+			pthread_cond_wait(&ksyms_built, &ksyms_lock);
+		pthread_mutex_unlock(&ksyms_lock);
+		free(text);
+		return t;
+	}
+	t = calloc(1, sizeof(*t));
+	if (!t) {
+		pthread_mutex_unlock(&ksyms_lock);
+		return NULL;
+	}
+	t->raw = text;
+	t->len = len;
+	t->state = KSYMS_BUILDING;
+	t->next = ksyms_tables;
+	ksyms_tables = t;
+	pthread_mutex_unlock(&ksyms_lock);
+
+	/* Built outside the lock: other texts' tables are built at the same time. */
+	ok = table_build(t);
+
+	pthread_mutex_lock(&ksyms_lock);
+	t->state = ok ? KSYMS_READY : KSYMS_OWN_PARSE;
+	pthread_cond_broadcast(&ksyms_built);
+	pthread_mutex_unlock(&ksyms_lock);
+	return t;
+}
+
+/*
+ * Could test_for_symbol() find @atom in @t's list?  It skips an atom
+ * that starts with a digit and compares the others with the names in
+ * the list: libtraceevent's parse of the text gives the same answer as
+ * the table when @atom is none of them.  (Most atoms are the quoted
+ * strings of a format, such as "R" or "" in sched_switch's.)
+ */
+static bool atom_may_name(const struct ksym_table *t, const char *atom)
+{
+	if (!atom)
+		return true;
+	if (!atom[0] || isdigit((unsigned char)atom[0]))
+		return false;
+	return table_has_name(t, atom);
+}
+
+/* Does evaluating @arg (and what it holds) ever look a name up in the list? */
+static bool arg_names_symbol(const struct ksym_table *t, const struct tep_print_arg *arg, int depth)
+{
+	if (depth > 32)
+		return true;
+	for (; arg; arg = arg->next) {
+		switch (arg->type) {
+		case TEP_PRINT_NULL:
+		case TEP_PRINT_FIELD:
+		case TEP_PRINT_STRING:
+		case TEP_PRINT_BSTRING:
+		case TEP_PRINT_BITMASK:
+		case TEP_PRINT_DYNAMIC_ARRAY_LEN:
+		case TEP_PRINT_CPUMASK:
+			break;
+		case TEP_PRINT_ATOM:
+			if (atom_may_name(t, arg->atom.atom))
+				return true;
+			break;
+		case TEP_PRINT_FLAGS:
+			if (arg_names_symbol(t, arg->flags.field, depth + 1))
+				return true;
+			break;
+		case TEP_PRINT_SYMBOL:
+			if (arg_names_symbol(t, arg->symbol.field, depth + 1))
+				return true;
+			break;
+		case TEP_PRINT_HEX:
+		case TEP_PRINT_HEX_STR:
+			if (arg_names_symbol(t, arg->hex.field, depth + 1) ||
+			    arg_names_symbol(t, arg->hex.size, depth + 1))
+				return true;
+			break;
+		case TEP_PRINT_INT_ARRAY:
+			if (arg_names_symbol(t, arg->int_array.field, depth + 1) ||
+			    arg_names_symbol(t, arg->int_array.count, depth + 1) ||
+			    arg_names_symbol(t, arg->int_array.el_size, depth + 1))
+				return true;
+			break;
+		case TEP_PRINT_TYPE:
+			if (arg_names_symbol(t, arg->typecast.item, depth + 1))
+				return true;
+			break;
+		case TEP_PRINT_DYNAMIC_ARRAY:
+			if (arg_names_symbol(t, arg->dynarray.index, depth + 1))
+				return true;
+			break;
+		case TEP_PRINT_OP:
+			if (arg_names_symbol(t, arg->op.left, depth + 1) ||
+			    arg_names_symbol(t, arg->op.right, depth + 1))
+				return true;
+			break;
+		case TEP_PRINT_FUNC:
+			if (arg_names_symbol(t, arg->func.args, depth + 1))
+				return true;
+			break;
+		default:
+			return true;	/* a kind this file does not know: assume so */
+		}
+	}
+	return false;
+}
+
+static bool tep_names_symbols(struct tep_handle *tep, const struct ksym_table *t)
+{
+	int n = tep_get_events_count(tep);
+
+	for (int i = 0; i < n; i++) {
+		struct tep_event *ev = tep_get_event(tep, i);
+
+		if (ev && arg_names_symbol(t, ev->print_fmt.args, 0))
+			return true;
+	}
+	return false;
+}
+
+/* hg_ksyms_give() with @text owned (taken or freed). */
+static bool give_owned(struct tep_handle *tep, char *text)
+{
+	struct ksym_table *t = table_get(text);
+
+	if (!t) {
+		lib_parse(tep, text);
+		free(text);
+		return false;
+	}
+	/* READY or OWN_PARSE from here on: both final, read without the lock */
+	if (t->state == KSYMS_READY && !tep_names_symbols(tep, t) &&
+	    !tep_set_function_resolver(tep, ksyms_resolve, t)) {
+		atomic_fetch_add(&ksyms_nr_shared, 1);
+		return true;
+	}
+	lib_parse(tep, t->raw);
+	return false;
+}
+
+bool hg_ksyms_give(struct tep_handle *tep, const char *kallsyms)
+{
+	char *text = strdup(kallsyms);
+
+	if (!text) {
+		lib_parse(tep, kallsyms);
+		return false;
+	}
+	return give_owned(tep, text);
+}
+
+void hg_ksyms_capture_begin(struct hg_ksyms_capture *cap)
+{
+	cap->tep = NULL;
+	cap->text = NULL;
+	ksyms_capture = cap;
+}
+
+void hg_ksyms_capture_end(struct hg_ksyms_capture *cap, struct tep_handle *tep)
+{
+	ksyms_capture = NULL;
+	if (!cap->text)
+		return;
+	/* The tep the text was meant for; @tep only says the open succeeded. */
+	if (tep && cap->tep)
+		give_owned(cap->tep, cap->text);
+	else
+		free(cap->text);
+	cap->text = NULL;
+}
+
+void hg_ksyms_counts(unsigned long *shared, unsigned long *parsed)
+{
+	*shared = atomic_load(&ksyms_nr_shared);
+	*parsed = atomic_load(&ksyms_nr_parsed);
+}
