@@ -65,7 +65,7 @@ TOOL_SRCS += user/merge/merge_pftrace.c
 # pairmark (guest side) and reading its markers from a guest trace.dat (host side)
 TOOL_SRCS += user/cmd/cmd_pairmark.c user/merge/markpair_trace.c
 # trace.dat handles shared by a command's readers (merge: checks, pairing, passes)
-TOOL_SRCS += user/merge/trace_pool.c user/merge/ksyms.c
+TOOL_SRCS += user/merge/trace_pool.c user/merge/ksyms.c user/merge/sched_names.c
 # Where a guest's time went (Documentation/analyze.rst), unit-tested (test_analyze)
 TOOL_SRCS += user/merge/analyze.c user/merge/analyze_names.c user/merge/analyze_in.c user/merge/analyze_req.c \
 	user/merge/analyze_svg.c
@@ -292,13 +292,13 @@ $(BUILD)/unit/data/%: selftests/data/%.xz
 	@mkdir -p $(dir $@)
 	xz -dc $< >$@.tmp && mv $@.tmp $@
 
-$(BUILD)/unit/test_merge: selftests/unit/test_merge.c user/merge/merge.c user/merge/merge_in.c user/merge/merge_out.c user/merge/merge_par.c \
+$(BUILD)/unit/test_merge: selftests/unit/test_merge.c user/merge/merge.c user/merge/merge_in.c user/merge/merge_out.c user/merge/merge_par.c user/merge/sched_names.c \
 		user/merge/trace_pool.c user/merge/trace_pool.h user/merge/ksyms.c user/merge/ksyms.h \
 		user/merge/perf_in.c user/merge/perf_in.h user/merge/merge_report.c user/merge/merge_filter.c \
 		user/common/json.c user/merge/merge.h selftests/unit/gen.h $(LIB) $(KSFT_HDR) $(MERGE_DATA)
 	@mkdir -p $(dir $@)
 	$(CC) $(SELFTEST_CFLAGS) $(TRACECMD_CFLAGS) -o $@ selftests/unit/test_merge.c user/merge/merge.c user/merge/merge_in.c \
-		user/merge/trace_pool.c user/merge/ksyms.c \
+		user/merge/trace_pool.c user/merge/ksyms.c user/merge/sched_names.c \
 		user/merge/merge_out.c user/merge/merge_par.c user/common/json.c user/merge/perf_in.c user/merge/merge_report.c \
 		user/merge/merge_filter.c $(LIB) $(TRACECMD_LIBS) $(ZSTD_LIBS) $(KSYMS_LDFLAGS) \
 		-lpthread -lm

@@ -24,6 +24,7 @@
 
 #include <event-parse.h>
 #include <trace-cmd.h>
+#include <trace-seq.h>
 
 #include "kselftest_harness.h"
 #include "appev.h"
@@ -261,6 +262,134 @@ TEST_F_TIMEOUT(rec, shards_partition_the_streams, 600)
 	EXPECT_EQ(count_events(data("host.dat")), host);
 	EXPECT_EQ(count_events(data("guest.dat")), guest);
 	EXPECT_EQ(host + guest, total);
+}
+
+/* ---- names taught without printing (sched_names.c) ---- */
+
+/* A record of @e with @pid (and @comm, 16 bytes, NUL-less when full) in its fields. */
+static void put_field(struct tep_event *e, char *data, const char *name, unsigned long long v,
+		      const char *comm)
+{
+	struct tep_format_field *f = tep_find_any_field(e, name);
+
+	if (!f)
+		return;
+	if (comm)
+		strncpy(data + f->offset, comm, (size_t)f->size);
+	else if (f->size == 4)
+		*(uint32_t *)(data + f->offset) = (uint32_t)v;
+	else if (f->size == 8)
+		*(uint64_t *)(data + f->offset) = v;
+	else if (f->size == 2)
+		*(uint16_t *)(data + f->offset) = (uint16_t)v;
+}
+
+/*
+ * hgm_teach_quietly() against printing, on the recording's own sched
+ * formats and libtraceevent's plugin: two handles of guest.dat, the same
+ * generated sched_switch and sched_wakeup records (pids the recording
+ * does not name, names reused, changed and 16 bytes long, lookups in
+ * between, which end libtraceevent's unchecked list) printed into one
+ * and taught quietly to the other; every pid must then have the same
+ * name in both.  Without the plugin, and for a record too short for its
+ * fields, the answer is "print it".
+ */
+TEST(sched_names_taught_quietly)
+{
+	struct tracecmd_input *ha = tracecmd_open_head(data("guest.dat"), 0);
+	struct tracecmd_input *hb = tracecmd_open_head(data("guest.dat"), 0);
+	struct tracecmd_input *hn = tracecmd_open_head(data("guest.dat"), TRACECMD_FL_LOAD_NO_PLUGINS);
+	struct hgm_input in = { 0 }, in_np = { 0 };
+	static const char *const comms[] = { "worker", "kvm-pit/317", "exactly16bytes!!", "",
+					     "sh", "CPU 0/KVM" };
+	struct trace_seq seq, scratch;
+	struct tep_event *sw_a, *sw_b, *wk_a, *wk_b;
+	struct tep_handle *a, *b;
+	char data_a[256], data_b[256];
+	unsigned int r = 12345;
+	int base = 3000000;
+
+	ASSERT_NE(NULL, ha);
+	ASSERT_NE(NULL, hb);
+	ASSERT_NE(NULL, hn);
+	a = tracecmd_get_tep(ha);
+	b = tracecmd_get_tep(hb);
+	sw_a = tep_find_event_by_name(a, "sched", "sched_switch");
+	sw_b = tep_find_event_by_name(b, "sched", "sched_switch");
+	wk_a = tep_find_event_by_name(a, "sched", "sched_wakeup");
+	wk_b = tep_find_event_by_name(b, "sched", "sched_wakeup");
+	ASSERT_NE(NULL, sw_a);
+	ASSERT_NE(NULL, sw_b);
+	ASSERT_NE(NULL, wk_a);
+	ASSERT_NE(NULL, wk_b);
+	/*
+	 * No lookup before the first records: libtraceevent keeps the names
+	 * in a list without a check for duplicates until one (done to both
+	 * at the same points below), so both of its modes are compared.
+	 */
+	in.tep = b;
+	trace_seq_init(&seq);
+	trace_seq_init(&scratch);
+	for (int i = 0; i < 600; i++) {
+		bool wake = i % 5 == 4;
+		struct tep_event *ea = wake ? wk_a : sw_a, *eb = wake ? wk_b : sw_b;
+		struct tep_record ra = { 0 }, rb = { 0 };
+		int p1 = base + (int)((r = r * 1103515245 + 12345) >> 16) % 64;
+		int p2 = base + (int)((r = r * 1103515245 + 12345) >> 16) % 64;
+		const char *c1 = comms[(r >> 8) % 6], *c2 = comms[(r >> 12) % 6];
+
+		memset(data_a, 0, sizeof(data_a));
+		put_field(ea, data_a, "common_type", (unsigned long long)ea->id, NULL);
+		if (wake) {
+			put_field(ea, data_a, "pid", (unsigned long long)p1, NULL);
+			put_field(ea, data_a, "comm", 0, c1);
+		} else {
+			put_field(ea, data_a, "prev_pid", (unsigned long long)p1, NULL);
+			put_field(ea, data_a, "prev_comm", 0, c1);
+			put_field(ea, data_a, "next_pid", (unsigned long long)p2, NULL);
+			put_field(ea, data_a, "next_comm", 0, c2);
+		}
+		memcpy(data_b, data_a, sizeof(data_b));
+		ra.data = data_a;
+		rb.data = data_b;
+		ra.size = rb.size = 128;
+		trace_seq_reset(&seq);
+		tep_print_event(a, &seq, &ra, "%s", TEP_PRINT_INFO);
+		ASSERT_TRUE(hgm_teach_quietly(&in, &scratch, eb, &rb));
+		/* now and then a lookup, in both: the list becomes an array */
+		if (i % 97 == 50) {
+			int p = base + i % 64;
+
+			EXPECT_STREQ(tep_data_comm_from_pid(a, p), tep_data_comm_from_pid(b, p));
+		}
+	}
+	for (int p = 0; p < 64; p++) {
+		EXPECT_EQ(tep_is_pid_registered(a, base + p), tep_is_pid_registered(b, base + p));
+		EXPECT_STREQ(tep_data_comm_from_pid(a, base + p), tep_data_comm_from_pid(b, base + p)) {
+			TH_LOG("pid %d", base + p);
+		}
+	}
+	/* At least some names came from the generated records. */
+	EXPECT_TRUE(tep_is_pid_registered(b, base + 1) || tep_is_pid_registered(b, base + 2));
+	if (true) {
+		struct tep_record rb = { 0 };
+
+		memset(data_b, 0, sizeof(data_b));
+		put_field(sw_b, data_b, "common_type", (unsigned long long)sw_b->id, NULL);
+		rb.data = data_b;
+		rb.size = 20;	/* shorter than its fields: printed instead */
+		EXPECT_FALSE(hgm_teach_quietly(&in, &scratch, sw_b, &rb));
+		in_np.tep = tracecmd_get_tep(hn);
+		rb.size = 128;
+		EXPECT_FALSE(hgm_teach_quietly(&in_np, &scratch,
+					       tep_find_event_by_name(in_np.tep, "sched", "sched_switch"),
+					       &rb));
+	}
+	trace_seq_destroy(&seq);
+	trace_seq_destroy(&scratch);
+	tracecmd_close(ha);
+	tracecmd_close(hb);
+	tracecmd_close(hn);
 }
 
 static char *read_all(FILE *f, size_t *len)

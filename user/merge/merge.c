@@ -35,9 +35,10 @@ struct hgm_stream {
 	int idx;			/* input index, for ties */
 	int cpu;
 	/*
-	 * Another shard's stream (merge_par.c), read only for the task names
-	 * its sched events teach (name_event()): each worker then names a task
-	 * at each event as one thread reading every stream would.
+	 * Another shard's stream of a trace split between shards
+	 * (shard_streams()), read only for the task names its sched events
+	 * teach (name_event()): this worker then names a task at each event
+	 * as one thread reading every stream would.
 	 */
 	bool learn_only;
 	struct hgm_event ev;		/* the stream's next event (ev.rec or ev.app set) */
@@ -306,10 +307,102 @@ static bool teaches_names(const struct hgm_input *in)
 	return false;
 }
 
+/* The bytes stream @c of @in holds, a weight for shard_streams(). */
+static uint64_t stream_weight(const struct hgm_input *in, int c)
+{
+	if (in->app)
+		return in->app_records * 32 / (uint64_t)(in->nr_cpus > 0 ? in->nr_cpus : 1) + 1;
+	return tracecmd_get_cpu_file_size(in->handle, c) + 1;
+}
+
+/* A stream of another shard, read for names only (learn_only). */
+#define HGM_SHARD_LEARN		0x10000
+
+/*
+ * Which shard (merge_par.c's worker) reads each stream, in @owner (one
+ * per stream, in input then CPU order).  The task names a trace shows
+ * are its tep's, taught by its own sched events in their order
+ * (name_event()).  So a trace that teaches goes whole to one shard, with
+ * the buffer instances that share its tep: that shard names its tasks as
+ * one thread reading every stream would, and no other shard reads them.
+ * Only a trace with more than a shard's fair share of the bytes is split
+ * stream by stream, and then every shard reads all its streams, the
+ * others' for their names only (HGM_SHARD_LEARN | owner): reading is
+ * cheaper than formatting, and the sched events of those streams teach
+ * without being printed (hgm_teach_quietly()).  Every other stream is a
+ * unit of its own.  Units go, in input order, to the shard with the
+ * fewest bytes so far (ties: the lowest): a function of the inputs alone,
+ * the same in every worker.
+ */
+static int shard_streams(struct hgm *m, int nr_streams, int *owner)
+{
+	int nr_shards = m->opt.nr_shards, n = 0;
+	uint64_t *load = calloc((size_t)nr_shards, sizeof(*load));
+	int *group = calloc((size_t)m->nr_in, sizeof(*group));
+	uint64_t total = 0;
+
+	if (!load || !group) {
+		free(load);
+		free(group);
+		return -1;
+	}
+	for (int i = 0; i < m->nr_in; i++)
+		for (int c = 0; c < m->in[i].nr_cpus; c++)
+			total += stream_weight(&m->in[i], c);
+	for (int i = 0; i < m->nr_in; i++) {
+		const struct hgm_input *in = &m->in[i];
+		bool teaches = !m->opt.no_text && teaches_names(in);
+		int best;
+
+		/* group[i]: its shard when whole, -1 when split or not teaching */
+		group[i] = -1;
+		for (int j = 0; teaches && j < i; j++)
+			if (m->in[j].tep == in->tep) {
+				group[i] = group[j];
+				break;
+			}
+		if (teaches && (i == 0 || group[i] < 0)) {
+			bool first = true;
+			uint64_t w = 0;
+
+			for (int j = 0; j < i && first; j++)
+				first = m->in[j].tep != in->tep;
+			for (int j = i; first && j < m->nr_in; j++)
+				if (m->in[j].tep == in->tep)
+					for (int c = 0; c < m->in[j].nr_cpus; c++)
+						w += stream_weight(&m->in[j], c);
+			if (first && w * (uint64_t)nr_shards <= total) {
+				best = 0;
+				for (int k = 1; k < nr_shards; k++)
+					if (load[k] < load[best])
+						best = k;
+				group[i] = best;
+				load[best] += w;
+			}
+		}
+		for (int c = 0; c < in->nr_cpus && n < nr_streams; c++, n++) {
+			if (group[i] >= 0) {
+				owner[n] = group[i];
+				continue;
+			}
+			best = 0;
+			for (int k = 1; k < nr_shards; k++)
+				if (load[k] < load[best])
+					best = k;
+			load[best] += stream_weight(in, c);
+			owner[n] = best | (teaches ? HGM_SHARD_LEARN : 0);
+		}
+	}
+	free(load);
+	free(group);
+	return 0;
+}
+
 int hgm_start(struct hgm *m, const struct hgsync *sync, const struct hgm_options *opt,
 	      char *err, size_t err_len)
 {
-	int n = 0;
+	int *owner = NULL;
+	int n = 0, ret = 0;
 
 	m->sync = sync;
 	m->opt = *opt;
@@ -393,15 +486,24 @@ int hgm_start(struct hgm *m, const struct hgsync *sync, const struct hgm_options
 		set_err(err, err_len, "out of memory");
 		return HGM_E_SYSTEM;
 	}
+	if (m->opt.nr_shards > 1) {
+		owner = calloc((size_t)n, sizeof(*owner));
+		if (!owner || shard_streams(m, n, owner)) {
+			free(owner);
+			set_err(err, err_len, "out of memory");
+			return HGM_E_SYSTEM;
+		}
+	}
 	m->nr_streams = 0;
 	n = 0;
 	for (int i = 0; i < m->nr_in; i++)
 		for (int c = 0; c < m->in[i].nr_cpus; c++, n++) {
 			struct hgm_stream *st;
 
-			bool other = m->opt.nr_shards > 1 && n % m->opt.nr_shards != m->opt.shard;
+			bool other = owner && (owner[n] & ~HGM_SHARD_LEARN) != m->opt.shard;
 
-			if (other && (m->opt.no_text || !teaches_names(&m->in[i])))
+			/* Another shard's stream (shard_streams()): for its names, or not read */
+			if (other && !(owner[n] & HGM_SHARD_LEARN))
 				continue;
 			/* Machines the filter leaves out: not read. */
 			if (!hgm_filter_machine(m->opt.filter, m->in[i].guest))
@@ -421,12 +523,14 @@ int hgm_start(struct hgm *m, const struct hgsync *sync, const struct hgm_options
 				if (!st->app_rec || !st->app_f) {
 					set_err(err, err_len, "%s: %s", st->in->path,
 						strerror(errno));
-					return st->app_rec ? HGM_E_INPUT : HGM_E_SYSTEM;
+					ret = st->app_rec ? HGM_E_INPUT : HGM_E_SYSTEM;
+					goto out;
 				}
 				if (hgev_read_header(st->app_f, &h, why, sizeof(why))) {
 					set_err(err, err_len, "%s: %s (changed during the merge?)",
 						st->in->path, why);
-					return HGM_E_INPUT;
+					ret = HGM_E_INPUT;
+					goto out;
 				}
 			}
 			if ((m->opt.progress || m->opt.span) && !st->learn_only) {
@@ -444,7 +548,9 @@ int hgm_start(struct hgm *m, const struct hgsync *sync, const struct hgm_options
 		}
 	for (int i = m->heap_len / 2; i-- > 0;)
 		sift_down(m, i);
-	return 0;
+out:
+	free(owner);
+	return ret;
 }
 
 unsigned int hgm_percent(uint64_t first_ts, uint64_t last_ts, uint64_t host_ts)
@@ -561,7 +667,8 @@ static const char *event_info(struct trace_seq *seq, const struct hgm_event *ev)
  * the name a sched event taught), and after it finds one of them by
  * binary search.  So the text is printed once per event, not once per
  * output, and an event not shown (the filter's, another worker's
- * stream's) takes the same steps, its text only when it teaches: then
+ * stream's) takes the same steps, its text only when it teaches (and
+ * then only the registrations where hgm_teach_quietly() can): then
  * every output, every --threads and every filter names each task as
  * trace-cmd report of the same events does.  (So a guest's vCPUs are all
  * read even when --vcpus shows some: they share one list of names.)
@@ -575,7 +682,10 @@ static void name_event(struct hgm *m, struct hgm_event *ev, bool shown)
 		return;
 	ev->pid = tep_data_pid(tep, ev->rec);
 	ev->comm = tep_data_comm_from_pid(tep, ev->pid);
-	if (shown || event_teaches(ev))
+	if (shown)
+		ev->info = event_info(m->info_seq, ev);
+	else if (event_teaches(ev) &&
+		 !hgm_teach_quietly((struct hgm_input *)ev->in, m->info_seq, ev->event, ev->rec))
 		ev->info = event_info(m->info_seq, ev);
 }
 

@@ -46,6 +46,9 @@ struct hgev_rec;
  * file (app: read by its streams, each with its own FILE; what the check
  * of the whole file found is kept here).
  */
+/* sched_switch, sched_wakeup, sched_wakeup_new: the events whose text teaches names */
+#define HGM_TEACH_EVENTS	3
+
 struct hgm_input {
 	const char *path;
 	struct tracecmd_input *handle;
@@ -79,6 +82,9 @@ struct hgm_input {
 	int nr_app_tids;
 	uint8_t *name_keep;		/* --events: per event id, 0 unknown, 1 keep, 2 drop */
 	int nr_name_keep;
+	/* sched events whose names hgm_teach_quietly() teaches (sched_names.c) */
+	struct tep_event *teach_ev[HGM_TEACH_EVENTS];
+	bool teach_known;		/* teach_ev[] found */
 };
 
 /* Threads of one application file named in the JSON (others still appear). */
@@ -161,6 +167,14 @@ int hgm_filter_parse_events(struct hgm_filter *f, const char *list, char *err, s
 bool hgm_filter_machine(const struct hgm_filter *f, int guest);
 bool hgm_filter_vcpu(const struct hgm_filter *f, int vcpu);
 bool hgm_filter_name(const struct hgm_filter *f, const char *system, const char *name);
+
+/*
+ * Registers the task names that printing @rec (an event @e of @in) would
+ * register, without printing it; false when only printing it does the
+ * same (sched_names.c says when).  @seq: scratch, not written.
+ */
+bool hgm_teach_quietly(struct hgm_input *in, struct trace_seq *seq, struct tep_event *e,
+		       struct tep_record *rec);
 
 struct hgm_options {
 	uint32_t method;		/* 0 best, else HGCOR_METHOD_* only */

@@ -2,9 +2,10 @@
 /*
  * hgclock merge on several threads.  Decoding and formatting events is
  * nearly all of a merge's work, and it splits by stream: worker w opens
- * every input itself (libtracecmd handles are not shared between
- * threads) and takes streams w, w + W, w + 2W...; it merges them in host
- * time on its own heap and formats each event (text line, JSON object)
+ * the inputs itself (libtracecmd handles are not shared between threads)
+ * and takes the streams merge.c's shard_streams() gives shard w (a trace
+ * with sched events whole, for its task names, unless it is larger than
+ * a fair share); it merges them in host time on its own heap and formats each event (text line, JSON object)
  * into chunks.  The calling thread merges the workers' chunk queues on a
  * heap of W heads with the same order as one thread would (host time,
  * then input, then CPU) and writes the formatted bytes out.
