@@ -50,7 +50,7 @@ static char *text_of(const char *path)
 
 	hg_ksyms_capture_begin(&cap);
 	h = tracecmd_open_head(path, 0);
-	text = cap.text ? strdup(cap.text) : NULL;
+	text = hg_ksyms_capture_text(&cap) ? strdup(hg_ksyms_capture_text(&cap)) : NULL;
 	hg_ksyms_capture_end(&cap, h ? tracecmd_get_tep(h) : NULL);
 	if (h)
 		tracecmd_close(h);

@@ -16,7 +16,8 @@
  * definition in the lookup order, the executable's (ELF symbol
  * interposition; the link exports the symbol: see the Makefile).  While
  * hg_ksyms_capture_begin() is in force on the calling thread, the call
- * only keeps a copy of the text.  hg_ksyms_capture_end() then gives the
+ * only notes the table that already has the text, or keeps a copy of
+ * a text no table has yet.  hg_ksyms_capture_end() then gives the
  * handle's tep a function resolver (tep_set_function_resolver(),
  * libtraceevent's interface for "a tool that already has the table")
  * over a table built once per distinct text and never written after: any
@@ -106,14 +107,19 @@ static int lib_parse(struct tep_handle *tep, const char *kallsyms)
 	return ksyms_lib_parse ? ksyms_lib_parse(tep, kallsyms) : -1;
 }
 
+static struct ksym_table *table_find(const char *text, size_t len);
+
 /* The interposed definition (see the top of the file). */
 int tep_parse_kallsyms(struct tep_handle *tep, const char *kallsyms)
 {
 	struct hg_ksyms_capture *cap = ksyms_capture;
 
-	if (cap && !cap->text && kallsyms) {
-		cap->text = strdup(kallsyms);
-		if (cap->text) {
+	if (cap && !cap->text && !cap->table && kallsyms) {
+		/* A text seen before is not copied again (8 MB, page by page) */
+		cap->table = table_find(kallsyms, strlen(kallsyms));
+		if (!cap->table)
+			cap->text = strdup(kallsyms);
+		if (cap->table || cap->text) {
 			cap->tep = tep;
 			return 0;
 		}
@@ -327,6 +333,24 @@ fail:
  * built by this thread or waited for; NULL (and @text still the
  * caller's) when out of memory.  Its state says which it is.
  */
+/*
+ * The table of @text (@len bytes), once built (waited for while another
+ * thread builds it), or NULL when there is none.
+ */
+static struct ksym_table *table_find(const char *text, size_t len)
+{
+	struct ksym_table *t;
+
+	pthread_mutex_lock(&ksyms_lock);
+	for (t = ksyms_tables; t; t = t->next)
+		if (t->len == len && !memcmp(t->raw, text, len))
+			break;
+	while (t && t->state == KSYMS_BUILDING)
+		pthread_cond_wait(&ksyms_built, &ksyms_lock);
+	pthread_mutex_unlock(&ksyms_lock);
+	return t;
+}
+
 static struct ksym_table *table_get(char *text)
 {
 	size_t len = strlen(text);
@@ -458,6 +482,8 @@ static bool tep_names_symbols(struct tep_handle *tep, const struct ksym_table *t
 	return false;
 }
 
+static bool give_table(struct tep_handle *tep, struct ksym_table *t);
+
 /* hg_ksyms_give() with @text owned (taken or freed). */
 static bool give_owned(struct tep_handle *tep, char *text)
 {
@@ -468,7 +494,12 @@ static bool give_owned(struct tep_handle *tep, char *text)
 		free(text);
 		return false;
 	}
-	/* READY or OWN_PARSE from here on: both final, read without the lock */
+	return give_table(tep, t);
+}
+
+/* @t's functions to @tep, READY or OWN_PARSE: both final, read without the lock. */
+static bool give_table(struct tep_handle *tep, struct ksym_table *t)
+{
 	if (t->state == KSYMS_READY && !tep_names_symbols(tep, t) &&
 	    !tep_set_function_resolver(tep, ksyms_resolve, t)) {
 		atomic_fetch_add(&ksyms_nr_shared, 1);
@@ -493,20 +524,27 @@ void hg_ksyms_capture_begin(struct hg_ksyms_capture *cap)
 {
 	cap->tep = NULL;
 	cap->text = NULL;
+	cap->table = NULL;
 	ksyms_capture = cap;
 }
 
 void hg_ksyms_capture_end(struct hg_ksyms_capture *cap, struct tep_handle *tep)
 {
 	ksyms_capture = NULL;
-	if (!cap->text)
-		return;
 	/* The tep the text was meant for; @tep only says the open succeeded. */
-	if (tep && cap->tep)
+	if (tep && cap->tep && cap->table)
+		give_table(cap->tep, cap->table);
+	else if (tep && cap->tep && cap->text)
 		give_owned(cap->tep, cap->text);
 	else
 		free(cap->text);
 	cap->text = NULL;
+	cap->table = NULL;
+}
+
+const char *hg_ksyms_capture_text(const struct hg_ksyms_capture *cap)
+{
+	return cap->table ? cap->table->raw : cap->text;
 }
 
 void hg_ksyms_counts(unsigned long *shared, unsigned long *parsed)

@@ -23,9 +23,12 @@
 
 struct tep_handle;
 
+struct ksym_table;
+
 struct hg_ksyms_capture {
 	struct tep_handle *tep;	/* the tep libtracecmd gave the text to */
-	char *text;		/* a copy of the text, owned; NULL: none came */
+	char *text;		/* a copy of the text, owned (a text no table has) */
+	struct ksym_table *table;	/* or the table that has it: no copy */
 };
 
 /* The next tep_parse_kallsyms() on this thread is kept in @cap, not parsed. */
@@ -46,6 +49,9 @@ void hg_ksyms_capture_end(struct hg_ksyms_capture *cap, struct tep_handle *tep);
  * event formats, or memory asked for it).
  */
 bool hg_ksyms_give(struct tep_handle *tep, const char *kallsyms);
+
+/* The text the capture holds (its copy or its table's), or NULL. */
+const char *hg_ksyms_capture_text(const struct hg_ksyms_capture *cap);
 
 /* How many teps a shared table served, and how many libtraceevent's parse. */
 void hg_ksyms_counts(unsigned long *shared, unsigned long *parsed);
