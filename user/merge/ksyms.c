@@ -16,8 +16,8 @@
  * definition in the lookup order, the executable's (ELF symbol
  * interposition; the link exports the symbol: see the Makefile).  While
  * hg_ksyms_capture_begin() is in force on the calling thread, the call
- * only notes the table that already has the text, or keeps a copy of
- * a text no table has yet.  hg_ksyms_capture_end() then gives the
+ * only finds the table of the file being opened, or builds it from the
+ * text then and there.  hg_ksyms_capture_end() then gives the
  * handle's tep a function resolver (tep_set_function_resolver(),
  * libtraceevent's interface for "a tool that already has the table")
  * over a table built once per distinct text and never written after: any
@@ -42,6 +42,15 @@
  * libtraceevent's sscanf() pattern agree field for field, and a text
  * with any other line is parsed by libtraceevent (for that text and
  * every tep it comes to).
+ *
+ * Which table a handle gets.  A table belongs to the file it was read
+ * from, as the trace pool knows a file (trace_pool.c): its device, inode,
+ * size and modification time, the same before and after the open.  A
+ * later open of the same file gets its table without the text being
+ * copied or compared (8 MB for each worker otherwise); a file changed
+ * while it was opened gets a table of its own, and an open that found a
+ * table while the file changed under it fails (hg_ksyms_capture_end()).
+ * A table is never freed: a command opens a few files.
  *
  * Two things in libtraceevent read its list of functions without
  * find_func(): tep_get_function_count() (not called by libtracecmd,
@@ -74,20 +83,31 @@ enum { KSYMS_BUILDING, KSYMS_READY, KSYMS_OWN_PARSE };
 /* One distinct kallsyms text, for the process's life. */
 struct ksym_table {
 	struct ksym_table *next;	/* ksyms_tables, under ksyms_lock */
-	char *raw;			/* the text as given: its identity */
-	size_t len;			/* strlen(raw) */
-	int state;			/* under ksyms_lock; READY: the rest is read-only */
+	bool keyed;			/* file is its file (under ksyms_lock) */
+	struct hg_ksyms_file file;
+	int state;			/* under ksyms_lock; READY: ent and names read-only */
+	char *raw;			/* OWN_PARSE: the text, for libtraceevent's parse */
 	struct ksym_ent *ent;		/* nr sorted entries and a sentinel */
 	size_t nr;
 	char *names;			/* the names and modules ent[] points into */
-	uint32_t *by_name;		/* hash of the names: ent index + 1, 0 empty */
-	size_t by_name_mask;		/* its size less one (a power of two) */
+	/* atoms of event formats looked up among the names: under ksyms_lock */
+	struct atom_answer *answers;
+	unsigned int nr_answers;
 };
+
+struct atom_answer {
+	struct atom_answer *next;
+	bool found;
+	char atom[];
+};
+
+/* Answers kept per table: event formats hold a few dozen distinct atoms. */
+#define KSYMS_MAX_ANSWERS	1024
 
 static pthread_mutex_t ksyms_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t ksyms_built = PTHREAD_COND_INITIALIZER;
 static struct ksym_table *ksyms_tables;
-static atomic_ulong ksyms_nr_shared, ksyms_nr_parsed;
+static atomic_ulong ksyms_nr_shared, ksyms_nr_parsed, ksyms_nr_built;
 static __thread struct hg_ksyms_capture *ksyms_capture;
 
 typedef int (*tep_parse_kallsyms_fn)(struct tep_handle *, const char *);
@@ -107,19 +127,19 @@ static int lib_parse(struct tep_handle *tep, const char *kallsyms)
 	return ksyms_lib_parse ? ksyms_lib_parse(tep, kallsyms) : -1;
 }
 
-static struct ksym_table *table_find(const char *text, size_t len);
+static struct ksym_table *table_for(const char *text, const struct hg_ksyms_file *file,
+				    bool *built);
 
 /* The interposed definition (see the top of the file). */
 int tep_parse_kallsyms(struct tep_handle *tep, const char *kallsyms)
 {
 	struct hg_ksyms_capture *cap = ksyms_capture;
 
-	if (cap && !cap->text && !cap->table && kallsyms) {
-		/* A text seen before is not copied again (8 MB, page by page) */
-		cap->table = table_find(kallsyms, strlen(kallsyms));
-		if (!cap->table)
+	if (cap && !cap->table && kallsyms) {
+		if (cap->keep_text)
 			cap->text = strdup(kallsyms);
-		if (cap->table || cap->text) {
+		cap->table = table_for(kallsyms, cap->keyed ? &cap->file : NULL, &cap->built);
+		if (cap->table) {
 			cap->tep = tep;
 			return 0;
 		}
@@ -219,56 +239,50 @@ static bool parse_line(const char *p, const char *eol, unsigned long long *addr,
 	return true;
 }
 
-static uint64_t name_hash(const char *name)
+/*
+ * Is @name the name of one of @t's entries?  A scan of the names (a
+ * millisecond), once per distinct atom and table: the answer is kept.
+ */
+static bool table_has_name(struct ksym_table *t, const char *name)
 {
-	uint64_t h = 0xcbf29ce484222325ULL;	/* FNV-1a */
+	struct atom_answer *a;
+	bool found = false;
 
-	for (; *name; name++)
-		h = (h ^ (unsigned char)*name) * 0x100000001b3ULL;
-	return h;
-}
-
-/* Is @name the name of one of @t's entries? */
-static bool table_has_name(const struct ksym_table *t, const char *name)
-{
-	for (size_t i = name_hash(name) & t->by_name_mask; t->by_name[i];
-	     i = (i + 1) & t->by_name_mask)
-		if (!strcmp(t->ent[t->by_name[i] - 1].func, name))
-			return true;
-	return false;
-}
-
-static bool table_hash_names(struct ksym_table *t)
-{
-	size_t size = 2;
-
-	while (size < 2 * t->nr)
-		size <<= 1;
-	if (t->nr >= UINT32_MAX || !(t->by_name = calloc(size, sizeof(*t->by_name))))
-		return false;
-	t->by_name_mask = size - 1;
-	for (size_t k = 0; k < t->nr; k++) {
-		size_t i = name_hash(t->ent[k].func) & t->by_name_mask;
-
-		while (t->by_name[i])
-			i = (i + 1) & t->by_name_mask;
-		t->by_name[i] = (uint32_t)k + 1;
+	pthread_mutex_lock(&ksyms_lock);
+	for (a = t->answers; a; a = a->next)
+		if (!strcmp(a->atom, name)) {
+			found = a->found;
+			goto out;
+		}
+	for (size_t k = 0; k < t->nr && !found; k++)
+		found = t->ent[k].func[0] == name[0] && !strcmp(t->ent[k].func, name);
+	if (t->nr_answers < KSYMS_MAX_ANSWERS) {
+		a = malloc(sizeof(*a) + strlen(name) + 1);
+		if (a) {
+			strcpy(a->atom, name);
+			a->found = found;
+			a->next = t->answers;
+			t->answers = a;
+			t->nr_answers++;
+		}
 	}
-	return true;
+out:
+	pthread_mutex_unlock(&ksyms_lock);
+	return found;
 }
 
-/* Fills @t's entries from @t->raw; false when a line is not in the kernel's form. */
-static bool table_build(struct ksym_table *t)
+/* Fills @t's entries from @text; false when a line is not in the kernel's form. */
+static bool table_build(struct ksym_table *t, const char *text)
 {
-	const char *p = t->raw, *end = t->raw + t->len;
-	size_t lines = 1, used = 0, nr = 0;
+	size_t len = strlen(text), lines = 1, used = 0, nr = 0;
+	const char *p = text, *end = text + len;
 	struct ksym_ent *reg;
 	char *names;
 
 	for (const char *s = p; (s = memchr(s, '\n', (size_t)(end - s))); s++)
 		lines++;
 	reg = malloc((lines + 1) * sizeof(*reg));
-	names = malloc(t->len + 1);
+	names = malloc(len + 1);
 	if (!reg || !names)
 		goto fail;
 	while (p < end) {
@@ -318,10 +332,7 @@ static bool table_build(struct ksym_table *t)
 	t->ent = reg;
 	t->nr = nr;
 	t->names = names;
-	if (table_hash_names(t))
-		return true;
-	t->ent = NULL;
-	t->names = NULL;
+	return true;
 fail:
 	free(reg);
 	free(names);
@@ -333,39 +344,33 @@ fail:
  * built by this thread or waited for; NULL (and @text still the
  * caller's) when out of memory.  Its state says which it is.
  */
-/*
- * The table of @text (@len bytes), once built (waited for while another
- * thread builds it), or NULL when there is none.
- */
-static struct ksym_table *table_find(const char *text, size_t len)
+static bool same_file(const struct hg_ksyms_file *a, const struct hg_ksyms_file *b)
 {
-	struct ksym_table *t;
-
-	pthread_mutex_lock(&ksyms_lock);
-	for (t = ksyms_tables; t; t = t->next)
-		if (t->len == len && !memcmp(t->raw, text, len))
-			break;
-	while (t && t->state == KSYMS_BUILDING)
-		pthread_cond_wait(&ksyms_built, &ksyms_lock);
-	pthread_mutex_unlock(&ksyms_lock);
-	return t;
+	return a->dev == b->dev && a->ino == b->ino && a->size == b->size &&
+	       a->mtime_sec == b->mtime_sec && a->mtime_nsec == b->mtime_nsec;
 }
 
-static struct ksym_table *table_get(char *text)
+/*
+ * The table of @file's text (waited for while another thread builds
+ * it), or a new one built from @text by this thread (*@built), with
+ * @file as its key; without @file, always a new one, found by no one
+ * else.  NULL when out of memory.
+ */
+static struct ksym_table *table_for(const char *text, const struct hg_ksyms_file *file,
+				    bool *built)
 {
-	size_t len = strlen(text);
-	struct ksym_table *t;
+	struct ksym_table *t = NULL;
 	bool ok;
 
+	*built = false;
 	pthread_mutex_lock(&ksyms_lock);
-	for (t = ksyms_tables; t; t = t->next)
-		if (t->len == len && !memcmp(t->raw, text, len))
+	for (t = file ? ksyms_tables : NULL; t; t = t->next)
+		if (t->keyed && same_file(&t->file, file))
 			break;
 	if (t) {
 		while (t->state == KSYMS_BUILDING)
 			pthread_cond_wait(&ksyms_built, &ksyms_lock);
 		pthread_mutex_unlock(&ksyms_lock);
-		free(text);
 		return t;
 	}
 	t = calloc(1, sizeof(*t));
@@ -373,15 +378,21 @@ static struct ksym_table *table_get(char *text)
 		pthread_mutex_unlock(&ksyms_lock);
 		return NULL;
 	}
-	t->raw = text;
-	t->len = len;
+	if (file) {
+		t->keyed = true;
+		t->file = *file;
+	}
 	t->state = KSYMS_BUILDING;
 	t->next = ksyms_tables;
 	ksyms_tables = t;
 	pthread_mutex_unlock(&ksyms_lock);
 
-	/* Built outside the lock: other texts' tables are built at the same time. */
-	ok = table_build(t);
+	/* Built outside the lock: other files' tables are built at the same time. */
+	ok = table_build(t, text);
+	if (!ok)
+		t->raw = strdup(text);	/* NULL when out of memory: no functions */
+	atomic_fetch_add(&ksyms_nr_built, 1);
+	*built = true;
 
 	pthread_mutex_lock(&ksyms_lock);
 	t->state = ok ? KSYMS_READY : KSYMS_OWN_PARSE;
@@ -397,7 +408,7 @@ static struct ksym_table *table_get(char *text)
  * the table when @atom is none of them.  (Most atoms are the quoted
  * strings of a format, such as "R" or "" in sched_switch's.)
  */
-static bool atom_may_name(const struct ksym_table *t, const char *atom)
+static bool atom_may_name(struct ksym_table *t, const char *atom)
 {
 	if (!atom)
 		return true;
@@ -407,7 +418,7 @@ static bool atom_may_name(const struct ksym_table *t, const char *atom)
 }
 
 /* Does evaluating @arg (and what it holds) ever look a name up in the list? */
-static bool arg_names_symbol(const struct ksym_table *t, const struct tep_print_arg *arg, int depth)
+static bool arg_names_symbol(struct ksym_table *t, const struct tep_print_arg *arg, int depth)
 {
 	if (depth > 32)
 		return true;
@@ -469,7 +480,7 @@ static bool arg_names_symbol(const struct ksym_table *t, const struct tep_print_
 	return false;
 }
 
-static bool tep_names_symbols(struct tep_handle *tep, const struct ksym_table *t)
+static bool tep_names_symbols(struct tep_handle *tep, struct ksym_table *t)
 {
 	int n = tep_get_events_count(tep);
 
@@ -482,19 +493,34 @@ static bool tep_names_symbols(struct tep_handle *tep, const struct ksym_table *t
 	return false;
 }
 
-static bool give_table(struct tep_handle *tep, struct ksym_table *t);
-
-/* hg_ksyms_give() with @text owned (taken or freed). */
-static bool give_owned(struct tep_handle *tep, char *text)
+static int by_name_position(const void *a, const void *b, void *arg)
 {
-	struct ksym_table *t = table_get(text);
+	const struct ksym_table *t = arg;
+	const char *fa = t->ent[*(const uint32_t *)a].func;
+	const char *fb = t->ent[*(const uint32_t *)b].func;
 
-	if (!t) {
-		lib_parse(tep, text);
-		free(text);
-		return false;
-	}
-	return give_table(tep, t);
+	return fa < fb ? -1 : fa > fb;
+}
+
+/*
+ * libtraceevent's list, as its own parse of the text would leave it: the
+ * same tep_register_function() calls in the text's order, which is the
+ * order of the names in t->names (appended line by line).  For a tep
+ * whose event formats name a symbol (tep_names_symbols()).
+ */
+static void register_in_order(struct tep_handle *tep, const struct ksym_table *t)
+{
+	uint32_t *idx = t->nr < UINT32_MAX ? malloc(t->nr * sizeof(*idx) + 1) : NULL;
+
+	if (!idx)
+		return;
+	for (size_t k = 0; k < t->nr; k++)
+		idx[k] = (uint32_t)k;
+	qsort_r(idx, t->nr, sizeof(*idx), by_name_position, (void *)t);
+	for (size_t k = 0; k < t->nr; k++)
+		tep_register_function(tep, t->ent[idx[k]].func, t->ent[idx[k]].addr,
+				      t->ent[idx[k]].mod);
+	free(idx);
 }
 
 /* @t's functions to @tep, READY or OWN_PARSE: both final, read without the lock. */
@@ -505,50 +531,64 @@ static bool give_table(struct tep_handle *tep, struct ksym_table *t)
 		atomic_fetch_add(&ksyms_nr_shared, 1);
 		return true;
 	}
-	lib_parse(tep, t->raw);
+	atomic_fetch_add(&ksyms_nr_parsed, 1);
+	if (t->state == KSYMS_READY)
+		register_in_order(tep, t);
+	else if (t->raw)
+		lib_parse(tep, t->raw);
 	return false;
 }
 
 bool hg_ksyms_give(struct tep_handle *tep, const char *kallsyms)
 {
-	char *text = strdup(kallsyms);
+	bool built;
+	struct ksym_table *t = table_for(kallsyms, NULL, &built);
 
-	if (!text) {
+	if (!t) {
 		lib_parse(tep, kallsyms);
 		return false;
 	}
-	return give_owned(tep, text);
+	return give_table(tep, t);
 }
 
-void hg_ksyms_capture_begin(struct hg_ksyms_capture *cap)
+void hg_ksyms_capture_begin(struct hg_ksyms_capture *cap, const struct hg_ksyms_file *file,
+			    bool keep_text)
 {
-	cap->tep = NULL;
-	cap->text = NULL;
-	cap->table = NULL;
+	memset(cap, 0, sizeof(*cap));
+	if (file) {
+		cap->keyed = true;
+		cap->file = *file;
+	}
+	cap->keep_text = keep_text;
 	ksyms_capture = cap;
 }
 
-void hg_ksyms_capture_end(struct hg_ksyms_capture *cap, struct tep_handle *tep)
+bool hg_ksyms_capture_end(struct hg_ksyms_capture *cap, struct tep_handle *tep, bool same)
 {
+	struct ksym_table *t = cap->table;
+
 	ksyms_capture = NULL;
-	/* The tep the text was meant for; @tep only says the open succeeded. */
-	if (tep && cap->tep && cap->table)
-		give_table(cap->tep, cap->table);
-	else if (tep && cap->tep && cap->text)
-		give_owned(cap->tep, cap->text);
-	else
-		free(cap->text);
-	cap->text = NULL;
 	cap->table = NULL;
+	if (!t)
+		return true;
+	if (!same && cap->built) {
+		/* its text may not be the file's of the key: nobody else's */
+		pthread_mutex_lock(&ksyms_lock);
+		t->keyed = false;
+		pthread_mutex_unlock(&ksyms_lock);
+	} else if (!same && tep) {
+		/* a table of the file before it changed: not this handle's text */
+		return false;
+	}
+	/* The tep the text was meant for; @tep only says the open succeeded. */
+	if (tep && cap->tep)
+		give_table(cap->tep, t);
+	return true;
 }
 
-const char *hg_ksyms_capture_text(const struct hg_ksyms_capture *cap)
-{
-	return cap->table ? cap->table->raw : cap->text;
-}
-
-void hg_ksyms_counts(unsigned long *shared, unsigned long *parsed)
+void hg_ksyms_counts(unsigned long *shared, unsigned long *parsed, unsigned long *built)
 {
 	*shared = atomic_load(&ksyms_nr_shared);
 	*parsed = atomic_load(&ksyms_nr_parsed);
+	*built = atomic_load(&ksyms_nr_built);
 }

@@ -53,9 +53,10 @@ struct tracecmd_input *hg_trace_open(const char *path, char *err, size_t err_len
 {
 	struct tracecmd_input *h = NULL, *stale[HG_TRACE_POOL_MAX];
 	struct hg_ksyms_capture ksyms;
+	struct hg_ksyms_file file;
+	struct stat st, st_after;
 	int nr_stale = 0;
-	struct stat st;
-	bool have_st = !stat(path, &st);
+	bool have_st = !stat(path, &st), same;
 	char *copy;
 
 	pthread_mutex_lock(&pool_lock);
@@ -78,10 +79,21 @@ struct tracecmd_input *hg_trace_open(const char *path, char *err, size_t err_len
 	if (h)
 		return h;
 
-	/* Its kallsyms parsed once per command, not once per handle (ksyms.c). */
-	hg_ksyms_capture_begin(&ksyms);
+	/* Its kallsyms parsed once per file and command, not per handle (ksyms.c). */
+	if (have_st) {
+		file = (struct hg_ksyms_file){
+			.dev = st.st_dev, .ino = st.st_ino, .size = st.st_size,
+			.mtime_sec = st.st_mtim.tv_sec, .mtime_nsec = st.st_mtim.tv_nsec,
+		};
+	}
+	hg_ksyms_capture_begin(&ksyms, have_st ? &file : NULL, false);
 	h = tracecmd_open_head(path, 0);
-	hg_ksyms_capture_end(&ksyms, h ? tracecmd_get_tep(h) : NULL);
+	same = have_st && !stat(path, &st_after) && same_file(&st, &st_after);
+	if (!hg_ksyms_capture_end(&ksyms, h ? tracecmd_get_tep(h) : NULL, same)) {
+		snprintf(err, err_len, "%s: changed while it was being read", path);
+		tracecmd_close(h);
+		return NULL;
+	}
 	if (!h) {
 		snprintf(err, err_len,
 			 "%s: not a trace-cmd trace.dat file, or truncated or damaged", path);
