@@ -20,10 +20,10 @@
  * text then and there.  hg_ksyms_capture_end() then gives the
  * handle's tep a function resolver (tep_set_function_resolver(),
  * libtraceevent's interface for "a tool that already has the table")
- * over a table built once per distinct text and never written after: any
- * number of threads read it at once.  Every other call, and every case
- * below where only libtraceevent's own parse gives the same answers,
- * goes to libtraceevent's definition (dlsym(RTLD_NEXT)).
+ * over a table built once per file and never written after (but for a
+ * cache of answers under a lock): any number of threads read it at once.
+ * Every other call, and a text not in the kernel's form (below), goes to
+ * libtraceevent's definition (dlsym(RTLD_NEXT)).
  *
  * The same answers.  libtraceevent (1.7.1, and the same through 1.8.4)
  * looks a function up in one place, find_func(): without a resolver it
@@ -57,7 +57,11 @@
  * its plugins or hgclock) and the first evaluation of an event format's
  * argument that is a name rather than a number (test_for_symbol(): a
  * symbol's address in a print format).  A tep whose event formats have
- * any such argument gets libtraceevent's parse.
+ * an argument that is one of the text's names gets libtraceevent's own
+ * list instead of the resolver: the table's entries registered with
+ * tep_register_function() in the text's order, the calls its parse makes
+ * (register_in_order()).  The quoted strings most formats hold ("R",
+ * "") are names of nothing and change nothing.
  */
 #include <ctype.h>
 #include <dlfcn.h>
@@ -80,7 +84,7 @@ struct ksym_ent {
 
 enum { KSYMS_BUILDING, KSYMS_READY, KSYMS_OWN_PARSE };
 
-/* One distinct kallsyms text, for the process's life. */
+/* The table of one file's kallsyms (or of one text, unkeyed), for the process's life. */
 struct ksym_table {
 	struct ksym_table *next;	/* ksyms_tables, under ksyms_lock */
 	bool keyed;			/* file is its file (under ksyms_lock) */
@@ -531,11 +535,12 @@ static bool give_table(struct tep_handle *tep, struct ksym_table *t)
 		atomic_fetch_add(&ksyms_nr_shared, 1);
 		return true;
 	}
-	atomic_fetch_add(&ksyms_nr_parsed, 1);
-	if (t->state == KSYMS_READY)
+	if (t->state == KSYMS_READY) {
+		atomic_fetch_add(&ksyms_nr_parsed, 1);
 		register_in_order(tep, t);
-	else if (t->raw)
+	} else if (t->raw) {
 		lib_parse(tep, t->raw);
+	}
 	return false;
 }
 

@@ -3,13 +3,15 @@
  * trace.dat files opened once per command (user/trace_pool.c).
  *
  * Opening a trace.dat parses its whole header: event formats and the
- * kernel's symbol table (kallsyms, some 100k lines scanned one by one),
- * which is most of the cost of opening it.  hgclock merge reads the same
- * files several times: its checks of what the inputs claim, the marker
- * pairing of each guest trace, the merge, and the passes of --dat,
- * --perfetto and --report.  Each takes a handle from this pool when one
- * for the same path is there, and gives it back when done, so a file is
- * parsed once per command (and once per extra worker thread).
+ * kernel's symbol table (kallsyms, some 170k lines), which was most of
+ * the cost of opening it.  hgclock merge reads the same files several
+ * times: its checks of what the inputs claim, the marker pairing of each
+ * guest trace, the merge, and the passes of --dat, --perfetto and
+ * --report.  Each takes a handle from this pool when one for the same
+ * path is there, and gives it back when done, so a file's header is
+ * parsed once per command (and once per extra worker thread), and its
+ * kallsyms once per command: each handle of the file shares one table
+ * (ksyms.c), found by the file's identity below.
  *
  * Every handle is in one state: headers read, trace-cmd's time shift off
  * (HG_TRACECMD_FL_RAW_TS, set before the data is initialised), the data
