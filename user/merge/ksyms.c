@@ -88,7 +88,7 @@ enum { KSYMS_BUILDING, KSYMS_READY, KSYMS_OWN_PARSE };
 struct ksym_table {
 	struct ksym_table *next;	/* ksyms_tables, under ksyms_lock */
 	bool keyed;			/* file is its file (under ksyms_lock) */
-	struct hg_ksyms_file file;
+	struct hg_file_id file;
 	int state;			/* under ksyms_lock; READY: ent and names read-only */
 	char *raw;			/* OWN_PARSE: the text, for libtraceevent's parse */
 	struct ksym_ent *ent;		/* nr sorted entries and a sentinel */
@@ -131,7 +131,7 @@ static int lib_parse(struct tep_handle *tep, const char *kallsyms)
 	return ksyms_lib_parse ? ksyms_lib_parse(tep, kallsyms) : -1;
 }
 
-static struct ksym_table *table_for(const char *text, const struct hg_ksyms_file *file,
+static struct ksym_table *table_for(const char *text, const struct hg_file_id *file,
 				    bool *built);
 
 /* The interposed definition (see the top of the file). */
@@ -211,9 +211,12 @@ static bool parse_line(const char *p, const char *eol, unsigned long long *addr,
 	const char *q = p;
 	int digits = 0;
 
+	int v;
+
 	*addr = 0;
-	while (q < eol && digits < 16 && hexval(*q) >= 0) {
-		*addr = *addr << 4 | (unsigned int)hexval(*q++);
+	while (q < eol && digits < 16 && (v = hexval(*q)) >= 0) {
+		*addr = *addr << 4 | (unsigned int)v;
+		q++;
 		digits++;
 	}
 	if (!digits || eol - q < 4 || q[0] != ' ' || isspace((unsigned char)q[1]) || q[2] != ' ')
@@ -344,23 +347,12 @@ fail:
 }
 
 /*
- * The table of @text (owned: taken, or freed when a table had it),
- * built by this thread or waited for; NULL (and @text still the
- * caller's) when out of memory.  Its state says which it is.
- */
-static bool same_file(const struct hg_ksyms_file *a, const struct hg_ksyms_file *b)
-{
-	return a->dev == b->dev && a->ino == b->ino && a->size == b->size &&
-	       a->mtime_sec == b->mtime_sec && a->mtime_nsec == b->mtime_nsec;
-}
-
-/*
  * The table of @file's text (waited for while another thread builds
  * it), or a new one built from @text by this thread (*@built), with
  * @file as its key; without @file, always a new one, found by no one
  * else.  NULL when out of memory.
  */
-static struct ksym_table *table_for(const char *text, const struct hg_ksyms_file *file,
+static struct ksym_table *table_for(const char *text, const struct hg_file_id *file,
 				    bool *built)
 {
 	struct ksym_table *t = NULL;
@@ -369,7 +361,7 @@ static struct ksym_table *table_for(const char *text, const struct hg_ksyms_file
 	*built = false;
 	pthread_mutex_lock(&ksyms_lock);
 	for (t = file ? ksyms_tables : NULL; t; t = t->next)
-		if (t->keyed && same_file(&t->file, file))
+		if (t->keyed && hg_file_id_same(&t->file, file))
 			break;
 	if (t) {
 		while (t->state == KSYMS_BUILDING)
@@ -556,7 +548,7 @@ bool hg_ksyms_give(struct tep_handle *tep, const char *kallsyms)
 	return give_table(tep, t);
 }
 
-void hg_ksyms_capture_begin(struct hg_ksyms_capture *cap, const struct hg_ksyms_file *file,
+void hg_ksyms_capture_begin(struct hg_ksyms_capture *cap, const struct hg_file_id *file,
 			    bool keep_text)
 {
 	memset(cap, 0, sizeof(*cap));

@@ -21,19 +21,15 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "trace_pool.h"
+
 struct tep_handle;
 
 struct ksym_table;
 
-/* A file as the trace pool knows it (trace_pool.c): a table's key. */
-struct hg_ksyms_file {
-	unsigned long long dev, ino;
-	long long size, mtime_sec, mtime_nsec;
-};
-
 struct hg_ksyms_capture {
 	bool keyed;			/* file: the file being opened */
-	struct hg_ksyms_file file;
+	struct hg_file_id file;
 	bool keep_text;			/* keep a copy in text too (tests) */
 	char *text;			/* that copy, the caller's to free */
 	struct tep_handle *tep;		/* the tep libtracecmd gave the text to */
@@ -45,7 +41,7 @@ struct hg_ksyms_capture {
  * The next tep_parse_kallsyms() on this thread gets the table of @file
  * (NULL: a table of its own), instead of libtraceevent's parse.
  */
-void hg_ksyms_capture_begin(struct hg_ksyms_capture *cap, const struct hg_ksyms_file *file,
+void hg_ksyms_capture_begin(struct hg_ksyms_capture *cap, const struct hg_file_id *file,
 			    bool keep_text);
 
 /*

@@ -30,18 +30,12 @@
 struct pool_entry {
 	char *path;			/* NULL: a free entry */
 	struct tracecmd_input *h;
-	struct stat st;			/* the file when it was opened */
+	struct hg_file_id id;		/* the file when it was opened */
 	bool held;			/* a reader has it */
 };
 
 static struct pool_entry pool[HG_TRACE_POOL_MAX];
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static bool same_file(const struct stat *a, const struct stat *b)
-{
-	return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
-	       a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
-}
 
 static void entry_clear(struct pool_entry *e)
 {
@@ -53,11 +47,14 @@ struct tracecmd_input *hg_trace_open(const char *path, char *err, size_t err_len
 {
 	struct tracecmd_input *h = NULL, *stale[HG_TRACE_POOL_MAX];
 	struct hg_ksyms_capture ksyms;
-	struct hg_ksyms_file file;
-	struct stat st, st_after;
+	struct hg_file_id id, id_after;
+	struct stat st;
 	int nr_stale = 0;
 	bool have_st = !stat(path, &st), same;
 	char *copy;
+
+	if (have_st)
+		id = hg_file_id_of(&st);
 
 	pthread_mutex_lock(&pool_lock);
 	for (int i = 0; i < HG_TRACE_POOL_MAX; i++) {
@@ -65,7 +62,7 @@ struct tracecmd_input *hg_trace_open(const char *path, char *err, size_t err_len
 
 		if (!e->path || e->held || strcmp(e->path, path))
 			continue;
-		if (!have_st || !same_file(&e->st, &st)) {
+		if (!have_st || !hg_file_id_same(&e->id, &id)) {
 			stale[nr_stale++] = e->h;
 			entry_clear(e);
 		} else if (!h) {
@@ -80,15 +77,13 @@ struct tracecmd_input *hg_trace_open(const char *path, char *err, size_t err_len
 		return h;
 
 	/* Its kallsyms parsed once per file and command, not per handle (ksyms.c). */
-	if (have_st) {
-		file = (struct hg_ksyms_file){
-			.dev = st.st_dev, .ino = st.st_ino, .size = st.st_size,
-			.mtime_sec = st.st_mtim.tv_sec, .mtime_nsec = st.st_mtim.tv_nsec,
-		};
-	}
-	hg_ksyms_capture_begin(&ksyms, have_st ? &file : NULL, false);
+	hg_ksyms_capture_begin(&ksyms, have_st ? &id : NULL, false);
 	h = tracecmd_open_head(path, 0);
-	same = have_st && !stat(path, &st_after) && same_file(&st, &st_after);
+	same = false;
+	if (have_st && !stat(path, &st)) {
+		id_after = hg_file_id_of(&st);
+		same = hg_file_id_same(&id, &id_after);
+	}
 	if (!hg_ksyms_capture_end(&ksyms, h ? tracecmd_get_tep(h) : NULL, same)) {
 		snprintf(err, err_len, "%s: changed while it was being read", path);
 		tracecmd_close(h);
@@ -114,7 +109,7 @@ struct tracecmd_input *hg_trace_open(const char *path, char *err, size_t err_len
 		if (!pool[i].path) {
 			pool[i].path = copy;
 			pool[i].h = h;
-			pool[i].st = st;
+			pool[i].id = id;
 			pool[i].held = true;
 			copy = NULL;
 		}

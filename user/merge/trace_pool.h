@@ -21,9 +21,35 @@
 #ifndef HGCLOCK_TRACE_POOL_H
 #define HGCLOCK_TRACE_POOL_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <sys/stat.h>
 
 struct tracecmd_input;
+
+/*
+ * A file as the pool knows it: the same file, unchanged, while its
+ * device, inode, size and modification time are (the pool's handles and
+ * ksyms.c's tables are kept by it).
+ */
+struct hg_file_id {
+	unsigned long long dev, ino;
+	long long size, mtime_sec, mtime_nsec;
+};
+
+static inline struct hg_file_id hg_file_id_of(const struct stat *st)
+{
+	return (struct hg_file_id){
+		.dev = st->st_dev, .ino = st->st_ino, .size = st->st_size,
+		.mtime_sec = st->st_mtim.tv_sec, .mtime_nsec = st->st_mtim.tv_nsec,
+	};
+}
+
+static inline bool hg_file_id_same(const struct hg_file_id *a, const struct hg_file_id *b)
+{
+	return a->dev == b->dev && a->ino == b->ino && a->size == b->size &&
+	       a->mtime_sec == b->mtime_sec && a->mtime_nsec == b->mtime_nsec;
+}
 
 /*
  * A handle for @path: one given back for that path, or a new one.  NULL
