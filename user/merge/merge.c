@@ -334,6 +334,16 @@ static uint64_t stream_weight(const struct hgm_input *in, int c)
  * fewest bytes so far (ties: the lowest): a function of the inputs alone,
  * the same in every worker.
  */
+static int least_loaded(const uint64_t *load, int nr_shards)
+{
+	int best = 0;
+
+	for (int k = 1; k < nr_shards; k++)
+		if (load[k] < load[best])
+			best = k;
+	return best;
+}
+
 static int shard_streams(struct hgm *m, int nr_streams, int *owner)
 {
 	int nr_shards = m->opt.nr_shards, n = 0;
@@ -352,43 +362,34 @@ static int shard_streams(struct hgm *m, int nr_streams, int *owner)
 	for (int i = 0; i < m->nr_in; i++) {
 		const struct hgm_input *in = &m->in[i];
 		bool teaches = !m->opt.no_text && teaches_names(in);
-		int best;
+		int j;
 
 		/* group[i]: its shard when whole, -1 when split or not teaching */
 		group[i] = -1;
-		for (int j = 0; teaches && j < i; j++)
-			if (m->in[j].tep == in->tep) {
-				group[i] = group[j];
-				break;
-			}
-		if (teaches && (i == 0 || group[i] < 0)) {
-			bool first = true;
+		for (j = 0; teaches && j < i && m->in[j].tep != in->tep; j++)
+			;
+		if (teaches && j < i) {
+			group[i] = group[j];	/* its tep's first input decided */
+		} else if (teaches) {
 			uint64_t w = 0;
 
-			for (int j = 0; j < i && first; j++)
-				first = m->in[j].tep != in->tep;
-			for (int j = i; first && j < m->nr_in; j++)
+			for (j = i; j < m->nr_in; j++)
 				if (m->in[j].tep == in->tep)
 					for (int c = 0; c < m->in[j].nr_cpus; c++)
 						w += stream_weight(&m->in[j], c);
-			if (first && w * (uint64_t)nr_shards <= total) {
-				best = 0;
-				for (int k = 1; k < nr_shards; k++)
-					if (load[k] < load[best])
-						best = k;
-				group[i] = best;
-				load[best] += w;
+			if (w * (uint64_t)nr_shards <= total) {
+				group[i] = least_loaded(load, nr_shards);
+				load[group[i]] += w;
 			}
 		}
 		for (int c = 0; c < in->nr_cpus && n < nr_streams; c++, n++) {
+			int best;
+
 			if (group[i] >= 0) {
 				owner[n] = group[i];
 				continue;
 			}
-			best = 0;
-			for (int k = 1; k < nr_shards; k++)
-				if (load[k] < load[best])
-					best = k;
+			best = least_loaded(load, nr_shards);
 			load[best] += stream_weight(in, c);
 			owner[n] = best | (teaches ? HGM_SHARD_LEARN : 0);
 		}
