@@ -186,16 +186,20 @@ TEST(odd_forms_parsed_by_libtraceevent)
 	}
 }
 
+/* An event "hg_sym" with the common fields and one field x: the print format follows. */
+#define HG_SYM_FIELDS \
+	"name: hg_sym\nID: 901\nformat:\n" \
+	"\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n" \
+	"\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n" \
+	"\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n" \
+	"\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n" \
+	"\tfield:unsigned long x;\toffset:8;\tsize:8;\tsigned:0;\n\n"
+
 /* A print format whose argument is a symbol's name: its tep reads the list. */
 TEST(format_naming_a_symbol)
 {
 	static const char fmt[] =
-		"name: hg_sym\nID: 901\nformat:\n"
-		"\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n"
-		"\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n"
-		"\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n"
-		"\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n"
-		"\tfield:unsigned long x;\toffset:8;\tsize:8;\tsigned:0;\n\n"
+		HG_SYM_FIELDS
 		"print fmt: \"x=%lx %s\", REC->x + jiffies_sym, REC->x ? \"R\" : \"\"\n";
 	/* (an address past the last symbol's is no symbol's: libtraceevent's rule) */
 	static const char with[] = "ffffffff81000000 T _stext\nffffffff82000000 D jiffies_sym\n"
@@ -224,12 +228,7 @@ TEST(format_naming_a_symbol)
 TEST(format_naming_a_symbol_real_text)
 {
 	static const char fmt[] =
-		"name: hg_sym\nID: 901\nformat:\n"
-		"\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n"
-		"\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n"
-		"\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n"
-		"\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n"
-		"\tfield:unsigned long x;\toffset:8;\tsize:8;\tsigned:0;\n\n"
+		HG_SYM_FIELDS
 		"print fmt: \"x=%lx\", REC->x + jiffies\n";
 	char *text = text_of(data("guest.dat"));
 	struct tep_handle *lib = tep_alloc(), *ours = tep_alloc();
