@@ -167,6 +167,7 @@ int cmd_convert(int argc, char **argv)
 	struct hgsync s;
 	const char *path, *markers = NULL, *ins[2];
 
+	hg_trace_pool_init();
 	while ((c = getopt_long(argc, argv, "g:v:c:jrm:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'g':

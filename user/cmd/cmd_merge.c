@@ -503,6 +503,7 @@ int cmd_merge(int argc, char **argv)
 	size_t len = 0;
 	char err[512];
 
+	hg_trace_pool_init();
 	while ((c = getopt_long(argc, argv, "o:qh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'H':

@@ -10,7 +10,9 @@
  * the file opened again.  All under one lock; opening and closing happen
  * outside it.
  */
+#include <malloc.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +39,24 @@ struct pool_entry {
 static struct pool_entry pool[HG_TRACE_POOL_MAX];
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/*
+ * Held around tracecmd_open_head(), which reads a file's headers: one
+ * thread at a time, so that the process holds one file's kallsyms text
+ * at a time.  libtracecmd decompresses the section whole, copies it, and
+ * frees both once the table is built from them (ksyms.c): about 24 MB
+ * for a kernel of 176 000 symbols, the largest allocations of a merge.
+ * Two opens at once (the claims' opens on several threads, or the merge
+ * workers opening the same inputs) raised a merge's peak from 45 to 62
+ * MB, above trace-cmd report's 55 (Documentation/bench.rst).  Never
+ * taken with pool_lock held, and never held while waiting for another
+ * thread: the only wait inside, ksyms.c's table_for() for a table
+ * another thread is building, cannot happen while the builder is the
+ * gate's holder.
+ */
+static pthread_mutex_t open_gate = PTHREAD_MUTEX_INITIALIZER;
+/* Threads between the gate's lock and unlock, and their most at once (tests). */
+static atomic_int nr_opening, max_opening;
+
 static void entry_clear(struct pool_entry *e)
 {
 	free(e->path);
@@ -49,8 +69,8 @@ struct tracecmd_input *hg_trace_open(const char *path, char *err, size_t err_len
 	struct hg_ksyms_capture ksyms;
 	struct hg_file_id id, id_after;
 	struct stat st;
-	int nr_stale = 0;
-	bool have_st = !stat(path, &st), same;
+	int nr_stale = 0, opening;
+	bool have_st = !stat(path, &st), same, ksyms_ok;
 	char *copy;
 
 	if (have_st)
@@ -76,7 +96,15 @@ struct tracecmd_input *hg_trace_open(const char *path, char *err, size_t err_len
 	if (h)
 		return h;
 
-	/* Its kallsyms parsed once per file and command, not per handle (ksyms.c). */
+	/*
+	 * Its kallsyms parsed once per file and command, not per handle
+	 * (ksyms.c); one thread at a time in here (open_gate).
+	 */
+	pthread_mutex_lock(&open_gate);
+	opening = atomic_fetch_add(&nr_opening, 1) + 1;
+	for (int m = atomic_load(&max_opening); m < opening &&
+	     !atomic_compare_exchange_weak(&max_opening, &m, opening);)
+		;
 	hg_ksyms_capture_begin(&ksyms, have_st ? &id : NULL, false);
 	h = tracecmd_open_head(path, 0);
 	same = false;
@@ -84,7 +112,10 @@ struct tracecmd_input *hg_trace_open(const char *path, char *err, size_t err_len
 		id_after = hg_file_id_of(&st);
 		same = hg_file_id_same(&id, &id_after);
 	}
-	if (!hg_ksyms_capture_end(&ksyms, h ? tracecmd_get_tep(h) : NULL, same)) {
+	ksyms_ok = hg_ksyms_capture_end(&ksyms, h ? tracecmd_get_tep(h) : NULL, same);
+	atomic_fetch_sub(&nr_opening, 1);
+	pthread_mutex_unlock(&open_gate);
+	if (!ksyms_ok) {
 		snprintf(err, err_len, "%s: changed while it was being read", path);
 		tracecmd_close(h);
 		return NULL;
@@ -118,6 +149,34 @@ struct tracecmd_input *hg_trace_open(const char *path, char *err, size_t err_len
 	return h;
 }
 
+/*
+ * Opening a trace.dat is the command's largest allocation, and a
+ * transient one: libtracecmd decompresses a section whole (a kernel's
+ * kallsyms is about 15 MB) and copies it once more before parsing it,
+ * then frees both.  glibc serves such a block with mmap() and gives it
+ * back at free(), but its first free raises the mmap threshold to the
+ * block's size (up to 32 MB): the next file's blocks then come from the
+ * heap of the thread that opens it, and their pages stay with the
+ * process after they are freed.  A fixed threshold turns that off (a
+ * threshold set by mallopt() never moves), so each file's transient
+ * memory is returned before the next one is opened: 20 MB less at the
+ * peak of a merge on two threads (Documentation/bench.rst).  Blocks of
+ * 128 KiB and more are rare outside opens (the merge's chunks and
+ * buffers are allocated once), so the system calls cost nothing
+ * measurable.
+ */
+#define HG_TRACE_MMAP_THRESHOLD_BYTES	(128 * 1024)
+
+void hg_trace_pool_init(void)
+{
+	mallopt(M_MMAP_THRESHOLD, HG_TRACE_MMAP_THRESHOLD_BYTES);
+}
+
+int hg_trace_pool_max_opening(void)
+{
+	return atomic_load(&max_opening);
+}
+
 void hg_trace_keep(struct tracecmd_input *h)
 {
 	bool tracked = false;
@@ -144,58 +203,15 @@ void hg_trace_pool_close(void)
 	pthread_mutex_unlock(&pool_lock);
 }
 
-/* ---- several files at once ---- */
+/* ---- several files ---- */
 
-struct open_all {
-	const char *const *paths;
-	struct tracecmd_input **out;
-	int n;
-	int next;			/* the next index to open, under lock */
-	pthread_mutex_t lock;
-};
-
-static void *open_worker(void *arg)
-{
-	struct open_all *oa = arg;
-	char err[16];
-
-	for (;;) {
-		int i;
-
-		pthread_mutex_lock(&oa->lock);
-		i = oa->next++;
-		pthread_mutex_unlock(&oa->lock);
-		if (i >= oa->n)
-			return NULL;
-		if (oa->paths[i])
-			oa->out[i] = hg_trace_open(oa->paths[i], err, sizeof(err));
-	}
-}
-
+/* One after the other: open_gate would make threads wait for each other. */
 void hg_trace_open_all(const char *const *paths, int n, struct tracecmd_input **out)
 {
-	struct open_all oa = { .paths = paths, .out = out, .n = n };
-	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-	pthread_t tid[HG_TRACE_OPEN_THREADS];
-	int nr = 0, want = 0;
+	char err[16];
 
-	for (int i = 0; i < n; i++) {
-		out[i] = NULL;
-		want += paths[i] != NULL;
-	}
-	if (cpus > HG_TRACE_OPEN_THREADS)
-		cpus = HG_TRACE_OPEN_THREADS;
-	if (want > cpus)
-		want = (int)cpus;
-	pthread_mutex_init(&oa.lock, NULL);
-	/* The calling thread opens too: one file needs no thread. */
-	for (; nr < want - 1; nr++)
-		if (pthread_create(&tid[nr], NULL, open_worker, &oa))
-			break;
-	open_worker(&oa);
-	for (int i = 0; i < nr; i++)
-		pthread_join(tid[i], NULL);
-	pthread_mutex_destroy(&oa.lock);
+	for (int i = 0; i < n; i++)
+		out[i] = paths[i] ? hg_trace_open(paths[i], err, sizeof(err)) : NULL;
 }
 
 void hg_trace_close(struct tracecmd_input *h)

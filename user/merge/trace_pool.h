@@ -69,15 +69,22 @@ void hg_trace_keep(struct tracecmd_input *h);
 /* Closes @h, from hg_trace_open(), for good (a handle that printed events). */
 void hg_trace_close(struct tracecmd_input *h);
 
-/* Threads hg_trace_open_all() uses at most (and no more than the CPUs). */
-#define HG_TRACE_OPEN_THREADS	8
-
 /*
  * hg_trace_open() of each non-NULL @paths[i] into @out[i] (NULL for the
- * others and for files that cannot be read: their readers say why), on
- * several threads: opening is mostly parsing, one CPU's work per file.
+ * others and for files that cannot be read: their readers say why), one
+ * file at a time: an open's transient memory is the command's largest.
  */
 void hg_trace_open_all(const char *const *paths, int n, struct tracecmd_input **out);
+
+/*
+ * Before a command's first open, while it has one thread: makes every
+ * large allocation of its own pages, returned at free (see
+ * trace_pool.c).
+ */
+void hg_trace_pool_init(void);
+
+/* The most threads that were ever reading a file's headers at once (1: tests). */
+int hg_trace_pool_max_opening(void);
 
 /* Closes every handle in the pool (before exit: the files are done with). */
 void hg_trace_pool_close(void);
