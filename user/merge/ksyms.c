@@ -21,7 +21,9 @@
  * handle's tep a function resolver (tep_set_function_resolver(),
  * libtraceevent's interface for "a tool that already has the table")
  * over a table built once per file and never written after (but for a
- * cache of answers under a lock): any number of threads read it at once.
+ * cache of answers under a lock, and its sort, which a thread of its own
+ * finishes before any lookup reads the entries): any number of threads
+ * read it at once.
  * Every other call, and a text not in the kernel's form (below), goes to
  * libtraceevent's definition (dlsym(RTLD_NEXT)).
  *
@@ -91,9 +93,11 @@ struct ksym_table {
 	struct hg_file_id file;
 	int state;			/* under ksyms_lock; READY: ent and names read-only */
 	char *raw;			/* OWN_PARSE: the text, for libtraceevent's parse */
-	struct ksym_ent *ent;		/* nr sorted entries and a sentinel */
+	struct ksym_ent *ent;		/* nr entries and a sentinel: sorted once sorted is */
 	size_t nr;
-	char *names;			/* the names and modules ent[] points into */
+	atomic_bool sorted;		/* ent[] in its final order (release by the sorter) */
+	char *names;			/* the names from its start, the modules from its end */
+	size_t funcs_len;		/* the names' bytes: nr NUL-terminated, text order */
 	/* atoms of event formats looked up among the names: under ksyms_lock */
 	struct atom_answer *answers;
 	unsigned int nr_answers;
@@ -110,6 +114,7 @@ struct atom_answer {
 
 static pthread_mutex_t ksyms_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t ksyms_built = PTHREAD_COND_INITIALIZER;
+static pthread_cond_t ksyms_sorted = PTHREAD_COND_INITIALIZER;
 static struct ksym_table *ksyms_tables;
 static atomic_ulong ksyms_nr_shared, ksyms_nr_parsed, ksyms_nr_built;
 static __thread struct hg_ksyms_capture *ksyms_capture;
@@ -174,12 +179,28 @@ static int ent_bcmp(const void *a, const void *b)
 	return 1;
 }
 
+/*
+ * Waits until @t's entries are sorted (sort_worker()).  The fast path is
+ * one load: the sorter's release store makes its writes to ent[] visible
+ * to a thread that sees the flag.
+ */
+static void wait_sorted(struct ksym_table *t)
+{
+	if (atomic_load_explicit(&t->sorted, memory_order_acquire))
+		return;
+	pthread_mutex_lock(&ksyms_lock);
+	while (!atomic_load_explicit(&t->sorted, memory_order_acquire))
+		pthread_cond_wait(&ksyms_sorted, &ksyms_lock);
+	pthread_mutex_unlock(&ksyms_lock);
+}
+
 static char *ksyms_resolve(void *priv, unsigned long long *addrp, char **modp)
 {
-	const struct ksym_table *t = priv;
+	struct ksym_table *t = priv;
 	const struct ksym_ent key = { .addr = *addrp };
 	const struct ksym_ent *e;
 
+	wait_sorted(t);
 	e = bsearch(&key, t->ent, t->nr, sizeof(*t->ent), ent_bcmp);
 	if (!e)
 		return NULL;
@@ -261,8 +282,10 @@ static bool table_has_name(struct ksym_table *t, const char *name)
 			found = a->found;
 			goto out;
 		}
-	for (size_t k = 0; k < t->nr && !found; k++)
-		found = t->ent[k].func[0] == name[0] && !strcmp(t->ent[k].func, name);
+	/* the names, not ent[], which the sorter may be permuting */
+	for (const char *f = t->names, *end = t->names + t->funcs_len; f < end && !found;
+	     f += strlen(f) + 1)
+		found = f[0] == name[0] && !strcmp(f, name);
 	if (t->nr_answers < KSYMS_MAX_ANSWERS) {
 		a = malloc(sizeof(*a) + strlen(name) + 1);
 		if (a) {
@@ -281,7 +304,7 @@ out:
 /* Fills @t's entries from @text; false when a line is not in the kernel's form. */
 static bool table_build(struct ksym_table *t, const char *text)
 {
-	size_t len = strlen(text), lines = 1, used = 0, nr = 0;
+	size_t len = strlen(text), lines = 1, used = 0, mods_at, nr = 0;
 	const char *p = text, *end = text + len;
 	struct ksym_ent *reg;
 	char *names;
@@ -292,6 +315,7 @@ static bool table_build(struct ksym_table *t, const char *text)
 	names = malloc(len + 1);
 	if (!reg || !names)
 		goto fail;
+	mods_at = len + 1;
 	while (p < end) {
 		const char *eol = memchr(p, '\n', (size_t)(end - p));
 		const char *func, *mod;
@@ -310,7 +334,11 @@ static bool table_build(struct ksym_table *t, const char *text)
 			goto fail;
 		/* libtraceevent's exceptions: arm's '$' names, x86-64's per-CPU offsets */
 		if (func[0] != '$' && type != 'A' && type != 'a') {
-			/* a name and its module take no more than their line: names fits */
+			/*
+			 * A name and its module take no more than their line:
+			 * the names, from the start, never meet the modules,
+			 * from the end.
+			 */
 			reg[nr].addr = addr;
 			reg[nr].func = names + used;
 			memcpy(names + used, func, func_len);
@@ -318,10 +346,10 @@ static bool table_build(struct ksym_table *t, const char *text)
 			names[used++] = '\0';
 			reg[nr].mod = NULL;
 			if (mod) {
-				reg[nr].mod = names + used;
-				memcpy(names + used, mod, mod_len);
-				used += mod_len;
-				names[used++] = '\0';
+				mods_at -= mod_len + 1;
+				reg[nr].mod = names + mods_at;
+				memcpy(names + mods_at, mod, mod_len);
+				names[mods_at + mod_len] = '\0';
 			}
 			nr++;
 		}
@@ -334,16 +362,51 @@ static bool table_build(struct ksym_table *t, const char *text)
 		reg[i] = reg[nr - 1 - i];
 		reg[nr - 1 - i] = e;
 	}
-	qsort(reg, nr, sizeof(*reg), ent_cmp);
 	reg[nr] = (struct ksym_ent){ 0 };
 	t->ent = reg;
 	t->nr = nr;
 	t->names = names;
+	t->funcs_len = used;
 	return true;
 fail:
 	free(reg);
 	free(names);
 	return false;
+}
+
+/*
+ * libtraceevent's qsort() of the map, on the table: the one step of a
+ * build that needs neither the text nor libtracecmd's buffers, so it
+ * runs on a thread of its own while the opener goes on (the next file's
+ * open, the events), and a lookup waits for it (wait_sorted()).  A tenth
+ * of a one-thread merge otherwise, on the path of every open that builds
+ * (Documentation/bench.rst).
+ */
+static void *sort_worker(void *arg)
+{
+	struct ksym_table *t = arg;
+
+	qsort(t->ent, t->nr, sizeof(*t->ent), ent_cmp);
+	pthread_mutex_lock(&ksyms_lock);
+	atomic_store_explicit(&t->sorted, true, memory_order_release);
+	pthread_cond_broadcast(&ksyms_sorted);
+	pthread_mutex_unlock(&ksyms_lock);
+	return NULL;
+}
+
+static void sort_soon(struct ksym_table *t)
+{
+	pthread_attr_t attr;
+	pthread_t tid;
+	bool started = false;
+
+	if (!pthread_attr_init(&attr)) {
+		started = !pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED) &&
+			  !pthread_create(&tid, &attr, sort_worker, t);
+		pthread_attr_destroy(&attr);
+	}
+	if (!started)
+		sort_worker(t);
 }
 
 /*
@@ -385,7 +448,9 @@ static struct ksym_table *table_for(const char *text, const struct hg_file_id *f
 
 	/* Built outside the lock: other files' tables are built at the same time. */
 	ok = table_build(t, text);
-	if (!ok)
+	if (ok)
+		sort_soon(t);
+	else
 		t->raw = strdup(text);	/* NULL when out of memory: no functions */
 	atomic_fetch_add(&ksyms_nr_built, 1);
 	*built = true;
@@ -510,6 +575,7 @@ static void register_in_order(struct tep_handle *tep, const struct ksym_table *t
 
 	if (!idx)
 		return;
+	wait_sorted((struct ksym_table *)t);	/* ent[] no longer moves */
 	for (size_t k = 0; k < t->nr; k++)
 		idx[k] = (uint32_t)k;
 	qsort_r(idx, t->nr, sizeof(*idx), by_name_position, (void *)t);

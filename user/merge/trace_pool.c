@@ -150,22 +150,21 @@ struct tracecmd_input *hg_trace_open(const char *path, char *err, size_t err_len
 }
 
 /*
- * Opening a trace.dat is the command's largest allocation, and a
- * transient one: libtracecmd decompresses a section whole (a kernel's
- * kallsyms is about 15 MB) and copies it once more before parsing it,
+ * Opening a trace.dat makes the command's largest allocations, and
+ * transient ones: libtracecmd decompresses a section whole (a Debian
+ * kernel's kallsyms is 8 MB) and copies it once more before parsing it,
  * then frees both.  glibc serves such a block with mmap() and gives it
  * back at free(), but its first free raises the mmap threshold to the
  * block's size (up to 32 MB): the next file's blocks then come from the
  * heap of the thread that opens it, and their pages stay with the
- * process after they are freed.  A fixed threshold turns that off (a
- * threshold set by mallopt() never moves), so each file's transient
- * memory is returned before the next one is opened: 20 MB less at the
- * peak of a merge on two threads (Documentation/bench.rst).  Blocks of
- * 128 KiB and more are rare outside opens (the merge's chunks and
- * buffers are allocated once), so the system calls cost nothing
- * measurable.
+ * process after they are freed (a two-thread merge peaked at 69 MB with
+ * the gate above, 50 MB without that).  A threshold set by mallopt()
+ * never moves.  At 4 MiB it catches the sections and little else: at
+ * 128 KiB every chunk buffer libtracecmd allocates and frees while it
+ * reads the events became an mmap(), munmap() and fresh page faults, a
+ * fifth more CPU time for a merge (Documentation/bench.rst).
  */
-#define HG_TRACE_MMAP_THRESHOLD_BYTES	(128 * 1024)
+#define HG_TRACE_MMAP_THRESHOLD_BYTES	(4 << 20)
 
 void hg_trace_pool_init(void)
 {
