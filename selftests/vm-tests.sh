@@ -341,11 +341,22 @@ if [ -w $pm/pm_test ] && grep -qw freeze $pm/state 2>/dev/null &&
 	grep -qw freezer $pm/pm_test; then
 	"$tool" snapshots --follow --json --no-trigger >/tmp/resume-snaps.jsonl 2>/dev/null &
 	follower=$!
-	sleep 0.5
+	# Suspended once the follower reads (its first periodic snapshot is
+	# out), and stopped once the resume snapshots are out, each within
+	# 10 s: half a second each way lost them all on the 6.12 VM of a
+	# verification on 2026-12-07, with another nested VM loading the
+	# machine.
+	n=0
+	until [ -s /tmp/resume-snaps.jsonl ] || [ $n -ge 100 ]; do sleep 0.1; n=$((n + 1)); done
 	echo freezer >$pm/pm_test
 	if echo freeze >$pm/state 2>/tmp/suspend.err; then
 		echo none >$pm/pm_test
-		sleep 0.5
+		n=0
+		until [ "$(grep -c '"resume"' /tmp/resume-snaps.jsonl)" -ge "$(nproc)" ] ||
+			[ $n -ge 100 ]; do
+			sleep 0.1
+			n=$((n + 1))
+		done
 		"$tool" now --all-cpus --json >/tmp/resume-now.json
 		kill -INT $follower
 		wait $follower
