@@ -121,14 +121,17 @@ recorder=$!
 wait_file "/tmp/kill.hgc.tmp-*"
 # cyc2ns_written FILE: the snapshots a recovery of FILE finds (read only).
 cyc2ns_written() {
+	local n=0
+
 	rm -f /tmp/kill-probe.hgc
 	"$tool" recover "$1" -o /tmp/kill-probe.hgc 2>/dev/null &&
-		"$tool" dump --json /tmp/kill-probe.hgc | grep -c '"type": "cyc2ns"'
+		n=$("$tool" dump --json /tmp/kill-probe.hgc | grep -c '"type": "cyc2ns"')
+	echo "${n:-0}"
 }
 # Killed once two snapshots are on disk (a second was not always enough
 # in a slow VM: the 6.1 VM of a verification on 2026-12-07), at most 15 s.
 n=0
-until [ "$(cyc2ns_written /tmp/kill.hgc.tmp-* 2>/dev/null || echo 0)" -ge 2 ] || [ $n -ge 30 ]; do
+until [ "$(cyc2ns_written /tmp/kill.hgc.tmp-*)" -ge 2 ] || [ $n -ge 30 ]; do
 	sleep 0.5
 	n=$((n + 1))
 done
