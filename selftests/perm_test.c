@@ -290,6 +290,12 @@ static double now_s(void)
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+/* All-CPU reads the budget allows a loop of @elapsed_s: at most ceil(E) + 1 windows. */
+static long budget_allows(long per_window, double elapsed_s)
+{
+	return per_window * ((long)elapsed_s + (elapsed_s > (long)elapsed_s) + 1);
+}
+
 /*
  * The budget, whatever the machine's speed: all-CPU reads in a loop for
  * up to 2 s (at most 4 windows' worth).  A loop of E s spans at most
@@ -324,7 +330,7 @@ static void child_budget(int fd)
 		elapsed = now_s() - t0;
 	} while (calls < max_calls && elapsed < 2.0);
 	close(nfd);
-	bound = per_window * ((long)elapsed + (elapsed > (long)elapsed) + 1);
+	bound = budget_allows(per_window, elapsed);
 	fprintf(stderr, "# child: %ld all-CPU reads in %.3f s on %ld CPUs: %ld done, %ld "
 		"refused (EAGAIN); the windows spanned allow %ld\n", calls, elapsed, nr_cpus,
 		nr_ok, nr_again, bound);
@@ -567,8 +573,7 @@ static int spend_budget(int fd)
 		nr_ok += !err;
 		elapsed = now_s() - t0;
 	} while (elapsed < 2.0);
-	/* a loop of E s spans at most ceil(E) + 1 one-second windows */
-	bound = per_window * ((long)elapsed + (elapsed > (long)elapsed) + 1);
+	bound = budget_allows(per_window, elapsed);
 	fprintf(stderr, "# child: %ld all-CPU reads in %.3f s on %ld CPUs, none refused; "
 		"the windows spanned allow %ld\n", nr_ok, elapsed, nr_cpus, bound);
 	return nr_ok <= bound ? CHILD_TOO_SLOW : -1;
