@@ -17,15 +17,17 @@ HGCLOCK_EXPECT_APIC_GAP=1 the guest's APIC IDs must have a gap (else the
 topology did not take and the check proves nothing).  Prints TAP lines
 (merge.*).
 """
+import bisect
 import re
 import decimal
+import gc
 import json
 import os
 import shutil
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
+import checkrun  # noqa: E402
 from tracecmd_shift import shifted_times  # noqa: E402
 
 n = 0
@@ -78,31 +80,36 @@ def main():
     # --analyze-json: the Perfetto trace carries each guest thread's
     # time on the host too, checked against this report below.
     ajs = os.path.join(d, "analyze.json")
-    p = subprocess.run([tool, "merge", corr, host, guest, "-o", txt, "--json", js, "--perfetto", pf,
-                        "--analyze-json", ajs, "--no-progress"] + apps, capture_output=True, text=True)
+    p = checkrun.run([tool, "merge", corr, host, guest, "-o", txt, "--json", js, "--perfetto", pf,
+                      "--analyze-json", ajs, "--no-progress"] + apps, capture_output=True, text=True)
     print("# " + p.stderr.strip().replace("\n", "\n# "))
     tap(p.returncode == 0, "runs", "exit %d" % p.returncode)
     if p.returncode:
         return
     with open(js) as f:
+        # Hundreds of thousands of dicts that live to the end: out of
+        # the cyclic collector's way (it scanned them again and again).
+        gc.disable()
         trace = json.load(f, parse_float=decimal.Decimal)
+        gc.freeze()
+        gc.enable()
     tap(True, "json_loads", "%d trace events" % len(trace["traceEvents"]))
     # The Perfetto trace of the same merge: decoded by protoc, its
     # invariants, the same trace events at the same ns as the text.
     top = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     if shutil.which("protoc"):
-        r = subprocess.run([sys.executable, os.path.join(top, "tools", "pftrace_check.py"),
-                            os.path.join(top, "user", "merge", "perfetto_trace.proto"), pf, txt],
-                           capture_output=True, text=True)
+        r = checkrun.run([sys.executable, os.path.join(top, "tools", "pftrace_check.py"),
+                          os.path.join(top, "user", "merge", "perfetto_trace.proto"), pf, txt],
+                         capture_output=True, text=True)
         out = (r.stdout + r.stderr).strip().split("\n")
         tap(r.returncode == 0, "perfetto_invariants", " | ".join(out[:6]))
         # Each guest thread's track: its slices and pieces are the
         # report's split to the ns, each preemption a flow to the host
         # task that ran instead (this recording has the host's
         # sched_switch, the unit tests' has not).
-        r = subprocess.run([sys.executable, os.path.join(top, "tools", "pftrace_analyze_check.py"),
-                            os.path.join(top, "user", "merge", "perfetto_trace.proto"), pf, ajs],
-                           capture_output=True, text=True)
+        r = checkrun.run([sys.executable, os.path.join(top, "tools", "pftrace_analyze_check.py"),
+                          os.path.join(top, "user", "merge", "perfetto_trace.proto"), pf, ajs],
+                         capture_output=True, text=True)
         out = (r.stdout + r.stderr).strip().split("\n")
         tap(r.returncode == 0, "perfetto_analysis", " | ".join(out[:6]))
     else:
@@ -482,9 +489,9 @@ def marker_placement(tool, corr, d, guest_events):
     step = max(1, len(exact) // 2000)
     sample = exact[::step][:2000]
     lines = "".join("%d %d\n" % (e["tid"], int(e["args"]["guest_ts"])) for e in sample)
-    p = subprocess.run([tool, "convert", corr, "--guest", "0", "--clock", "local", "--json",
-                        "--method", "marker", "--markers", guest_path(d)],
-                       input=lines, capture_output=True, text=True)
+    p = checkrun.run([tool, "convert", corr, "--guest", "0", "--clock", "local", "--json",
+                      "--method", "marker", "--markers", guest_path(d)],
+                     input=lines, capture_output=True, text=True)
     m = re.search(r"(\d+) marker pairings on '(\S+)' from (\d+) markers", p.stderr)
     pairs = int(m.group(1)) if m else 0
     tap(p.returncode == 0 and pairs > 0, "marker_pairs",
@@ -564,13 +571,49 @@ def tracecmd_report(path):
     """trace-cmd report -t of @path, run once per file (the interrupt
     bounds and the event counts read the same host report)."""
     if path not in _reports:
-        _reports[path] = subprocess.run(["trace-cmd", "report", "-t", "-i", path], capture_output=True,
-                                        text=True)
+        _reports[path] = checkrun.run(["trace-cmd", "report", "-t", "-i", path], capture_output=True,
+                                      text=True)
     return _reports[path]
 
 
-def clip(ivs, lo, hi):
-    return [(max(a, lo), min(b, hi)) for a, b in ivs if a < hi and b > lo]
+class Union:
+    """A union of [a, b) intervals, for the length of its part inside a
+    window in O(log n): union_len(clip(ivs, lo, hi)) for a long recording's
+    hundred thousand interrupts and exits, which a scan of every interval
+    per window made quadratic (half an hour on make demo's recording)."""
+
+    def __init__(self, ivs):
+        self.starts, self.ends, self.before = [], [], [0]
+        for a, b in sorted(ivs):
+            if b <= a:
+                continue
+            if self.ends and a <= self.ends[-1]:
+                if b > self.ends[-1]:
+                    self.before[-1] += b - self.ends[-1]
+                    self.ends[-1] = b
+                continue
+            self.starts.append(a)
+            self.ends.append(b)
+            self.before.append(self.before[-1] + b - a)
+
+    def within(self, lo, hi):
+        """The length of the union inside [lo, hi)."""
+        if hi <= lo:
+            return 0
+        i = bisect.bisect_right(self.ends, lo)         # the first ending after lo
+        j = bisect.bisect_left(self.starts, hi)         # past the last starting before hi
+        if i >= j:
+            return 0
+        total = self.before[j] - self.before[i]
+        total -= max(0, lo - self.starts[i])
+        total -= max(0, self.ends[j - 1] - hi)
+        return total
+
+
+def any_within(sorted_ts, lo, hi):
+    """Is there a t in sorted_ts with lo < t < hi?"""
+    k = bisect.bisect_right(sorted_ts, lo)
+    return k < len(sorted_ts) and sorted_ts[k] < hi
 
 
 def analyze_irq_bounds(host, ajs, tid_vcpu, apic):
@@ -634,7 +677,11 @@ def analyze_irq_bounds(host, ajs, tid_vcpu, apic):
     # An interrupt still open at the end runs to the end (as an upper bound).
     for (cpu, _), t0 in irq_open.items():
         irqs.setdefault(cpu, []).append((t0, end))
-    all_irqs = [iv for ivs in irqs.values() for iv in ivs]
+    all_irqs = Union(iv for ivs in irqs.values() for iv in ivs)
+    cpu_irqs = {cpu: Union(ivs) for cpu, ivs in irqs.items()}
+    no_irqs = Union([])
+    for ts in switch_ts.values():
+        ts.sort()
     with open(ajs) as f:
         an = json.load(f)
     got = {}
@@ -648,13 +695,13 @@ def analyze_irq_bounds(host, ajs, tid_vcpu, apic):
             s["exits"].append((s["open"][0], end, s["open"][1], None))
         lower = 0
         for x, e, cx, ce in s["exits"]:
-            if cx != ce or any(x < w < e for w in switch_ts.get(cx, [])):
+            if cx != ce or any_within(switch_ts.get(cx, []), x, e):
                 continue
-            lower += union_len(clip(irqs.get(cx, []), x, e))
+            lower += cpu_irqs.get(cx, no_irqs).within(x, e)
         spans = [(x, e) for x, e, _, _ in s["exits"]]
         if s["entry1"] is not None and s["first"] < s["entry1"]:
             spans.append((s["first"], s["entry1"]))
-        upper = sum(union_len(clip(all_irqs, a, b)) for a, b in spans)
+        upper = sum(all_irqs.within(a, b) for a, b in spans)
         vcpu = cpu_of_apic.get(tid_vcpu[pid], tid_vcpu[pid])
         a = got.get((0, vcpu))
         good = a is not None and lower <= a <= upper
