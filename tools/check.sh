@@ -558,8 +558,13 @@ for series in $merge_kernels; do
 	fi
 	own ok "$name"
 	scenario_merge_check "$kver" "$build" "$logs" >"$log_dir/$name.check" 2>&1
+	crc=$?
 	sed "s/^\(\(not \)\?ok [0-9]*\) /\1 $name: /" "$log_dir/$name.check" | tee -a "$tap_log"
-	grep -qE '^(not )?ok' "$log_dir/$name.check" || own not-ok "${name}_check" "check_merge.py failed"
+	if [ $crc -eq 124 ]; then
+		own not-ok "${name}_check" "check_merge.py did not finish (stacks in $log_dir/$name.check)"
+	elif ! grep -qE '^(not )?ok' "$log_dir/$name.check"; then
+		own not-ok "${name}_check" "check_merge.py failed"
+	fi
 	# The analysis against the host trace and the guest's steal (the
 	# hog phase of the same boot, HGCLOCK_MERGE_HOG=1).
 	if [ "${HGCLOCK_MERGE_HOG:-0}" = 1 ]; then

@@ -3,7 +3,7 @@
 TimeShift option that trace-cmd record -A writes into the guest's file,
 from its ptp probing), shared by tools/demo-show.py and
 selftests/nested/check_merge.py, which compare it with hgclock's."""
-import subprocess
+import checkrun
 
 
 def report_times(dat, raw):
@@ -11,8 +11,8 @@ def report_times(dat, raw):
     report -t on @dat: the raw guest clock (@raw), or shifted to the
     host's time by the file's TimeShift.  Lines without a CPU and a
     timestamp are passed over."""
-    r = subprocess.run(["trace-cmd", "report", "-t"] + (["--raw-ts"] if raw else []) +
-                       ["-i", dat], capture_output=True, text=True)
+    r = checkrun.run(["trace-cmd", "report", "-t"] + (["--raw-ts"] if raw else []) +
+                     ["-i", dat], capture_output=True, text=True)
     per_cpu = {}
     for line in r.stdout.splitlines():
         try:

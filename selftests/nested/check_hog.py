@@ -38,8 +38,10 @@ Checks (TAP, hog.*; '#' lines give the numbers):
 import json
 import os
 import re
-import subprocess
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
+import checkrun  # noqa: E402
 
 n = 0
 
@@ -86,8 +88,8 @@ def host_events(dat):
     [(ns, cpu, kind, a, b, c)] in time order: ("switch", prev_pid,
     prev_state, next_pid), ("kvm_exit", pid, reason), ("kvm_entry", pid),
     ("irq"/"softirq", 1 entry or 0 exit)."""
-    p = subprocess.run(["trace-cmd", "report", "-t", "-i", dat], capture_output=True, text=True,
-                       timeout=600)
+    p = checkrun.run(["trace-cmd", "report", "-t", "-i", dat], capture_output=True, text=True,
+                     timeout=600)
     if p.returncode:
         raise RuntimeError("trace-cmd report %s: exit %d: %s" % (dat, p.returncode, p.stderr.strip()[-300:]))
     out = []
@@ -116,10 +118,10 @@ def guest_switches(tool, d):
     """From merge's text: vCPU 0's guest sched_switch [(host ns, "guest",
     next pid)] and the busy thread's steal markers {before|after: (host
     ns, USER_HZ)}."""
-    p = subprocess.run([tool, "merge", os.path.join(d, "hog.hgc"), os.path.join(d, "hog-host.dat"),
-                        os.path.join(d, "hog-host-guest.dat"), "-q", "--no-progress", "--guests", "0",
-                        "--vcpus", "0", "--events", "sched:sched_switch,ftrace:print"],
-                       capture_output=True, text=True, timeout=600)
+    p = checkrun.run([tool, "merge", os.path.join(d, "hog.hgc"), os.path.join(d, "hog-host.dat"),
+                      os.path.join(d, "hog-host-guest.dat"), "-q", "--no-progress", "--guests", "0",
+                      "--vcpus", "0", "--events", "sched:sched_switch,ftrace:print"],
+                     capture_output=True, text=True, timeout=600)
     if p.returncode:
         raise RuntimeError("hgclock merge: exit %d: %s" % (p.returncode, p.stderr.strip()[-300:]))
     sw, marks = [], {}
@@ -217,8 +219,8 @@ def main():
     print("# vCPU 0 thread %d, vCPU 1 thread %d; guest busy thread %d on vCPU 0" % (v0, v1, busy))
 
     js = os.path.join(d, "hog-analyze.json")
-    p = subprocess.run([tool, "merge", files[0], files[1], files[2], "-q", "--no-text",
-                        "--no-progress", "--analyze-json", js], capture_output=True, text=True)
+    p = checkrun.run([tool, "merge", files[0], files[1], files[2], "-q", "--no-text",
+                      "--no-progress", "--analyze-json", js], capture_output=True, text=True)
     if p.stderr.strip():
         print("# " + p.stderr.strip().replace("\n", "\n# "))
     if p.returncode:
@@ -275,9 +277,9 @@ def main():
         tap(False, "steal_time", "the trace's steal readings %s are not the console's %s" % (marks, steal))
         return 1
     js = os.path.join(d, "hog-analyze-window.json")
-    p = subprocess.run([tool, "merge", files[0], files[1], files[2], "-q", "--no-text", "--no-progress",
-                        "--from", "%d.%09d" % divmod(t0, 10**9), "--to", "%d.%09d" % divmod(t1, 10**9),
-                        "--analyze-json", js], capture_output=True, text=True)
+    p = checkrun.run([tool, "merge", files[0], files[1], files[2], "-q", "--no-text", "--no-progress",
+                      "--from", "%d.%09d" % divmod(t0, 10**9), "--to", "%d.%09d" % divmod(t1, 10**9),
+                      "--analyze-json", js], capture_output=True, text=True)
     if p.returncode:
         tap(False, "steal_time", "hgclock merge --from/--to --analyze-json: exit %d" % p.returncode)
         return 1

@@ -48,9 +48,12 @@ Exit 0 when every check holds; otherwise says why on stdout, exit 1.
 """
 import bisect
 import json
+import os
 import re
-import subprocess
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
+import checkrun  # noqa: E402
 
 
 def fail(msg):
@@ -104,8 +107,8 @@ def blackout(disr_json, moves_log):
 
 
 def convert(tool, corr, clock, lines):
-    p = subprocess.run([tool, "convert", corr, "--guest", "1", "--clock", clock, "--json"],
-                       input="".join(lines), capture_output=True, text=True, timeout=300)
+    p = checkrun.run([tool, "convert", corr, "--guest", "1", "--clock", clock, "--json"],
+                     input="".join(lines), capture_output=True, text=True, timeout=300)
     out = [json.loads(x) for x in p.stdout.splitlines() if x.startswith("{")]
     if len(out) != len(lines):
         fail("convert --clock %s: %d answers for %d readings (exit %d: %s)" %
@@ -186,8 +189,8 @@ def host_kvm_events(host_dat):
     instance: only its lines ("many:" before the task), since the top
     buffer holds the host VM's boot-time sched_switch, which would move
     the trace's start to the boot."""
-    p = subprocess.run(["trace-cmd", "report", "-t", "-i", host_dat],
-                       capture_output=True, text=True, timeout=600)
+    p = checkrun.run(["trace-cmd", "report", "-t", "-i", host_dat],
+                     capture_output=True, text=True, timeout=600)
     if p.returncode:
         fail("trace-cmd report %s: exit %d: %s" % (host_dat, p.returncode, p.stderr.strip()[-300:]))
     lines = p.stdout.splitlines()
@@ -270,10 +273,9 @@ def guest_mode(tool, corr, console, host_dat):
 
 
 def merge(tool, corr, host_dat, dump, outdir):
-    import os
     txt, js, dat = (os.path.join(outdir, "many-merged" + x) for x in (".txt", ".json", ".dat"))
-    p = subprocess.run([tool, "merge", corr, host_dat, "-o", txt, "--json", js, "--dat", dat],
-                       capture_output=True, text=True, timeout=900)
+    p = checkrun.run([tool, "merge", corr, host_dat, "-o", txt, "--json", js, "--dat", dat],
+                     capture_output=True, text=True, timeout=900)
     print("check_moves: merge: " + " | ".join(p.stderr.strip().splitlines()[-3:]))
     if p.returncode:
         fail("hgclock merge: exit %d" % p.returncode)
@@ -300,8 +302,8 @@ def merge(tool, corr, host_dat, dump, outdir):
     inst = [e for e in trace["traceEvents"] if e.get("cat") == "hgclock" and e.get("ph") == "i"]
     if len(inst) != len(marks):
         fail("%d JSON instants, %d text marks" % (len(inst), len(marks)))
-    r = subprocess.run(["trace-cmd", "report", "-t", "-i", dat], capture_output=True, text=True,
-                       timeout=600)
+    r = checkrun.run(["trace-cmd", "report", "-t", "-i", dat], capture_output=True, text=True,
+                     timeout=600)
     printed = [l for l in r.stdout.splitlines() if "hgclock: DISRUPTION" in l]
     if r.returncode or len(printed) != len(marks):
         fail("trace-cmd report of %s (exit %d): %d marks, the text %d" %
@@ -309,9 +311,9 @@ def merge(tool, corr, host_dat, dump, outdir):
     rep = os.path.join(outdir, "many-merged.report")
     with open(rep, "w") as f:
         f.write(r.stdout)
-    c = subprocess.run([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+    c = checkrun.run([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                                      "..", "..", "tools", "dat_compare.py"),
-                        txt, rep, dat], capture_output=True, text=True)
+                      txt, rep, dat], capture_output=True, text=True)
     if c.returncode:
         fail("dat_compare: " + c.stdout.strip().replace("\n", " | "))
     print("check_moves: %d disruptions marked in the text, the JSON and trace.dat (%s); %s" %

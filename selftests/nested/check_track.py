@@ -135,6 +135,7 @@ def pairing(dump_jsonl):
 
 # Ground truth shared with tools/bench/sync_report.py.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
+import checkrun  # noqa: E402
 from kvmtruth import M64, conv_invert, host_ns_fn, host_tsc_before_exit, \
     load_debugfs_offsets, parse_kvm_trace  # noqa: E402
 
@@ -173,10 +174,9 @@ RECOMPUTE = ["--recompute"] if os.environ.get("HGCLOCK_RECOMPUTE") else []
 
 def convert(tool, hgc, clock, pairs, method="auto"):
     """hgclock convert --json for [(vcpu, value)]: a list of result dicts."""
-    import subprocess
     inp = "".join("%d %d\n" % p for p in pairs)
-    out = subprocess.run([tool, "convert", "--json", "--clock", clock, "--method", method] +
-                         RECOMPUTE + [hgc], input=inp, capture_output=True, text=True)
+    out = checkrun.run([tool, "convert", "--json", "--clock", clock, "--method", method] +
+                       RECOMPUTE + [hgc], input=inp, capture_output=True, text=True)
     if out.returncode:
         fail("hgclock convert: " + out.stderr.strip())
     return [json.loads(l) for l in out.stdout.splitlines() if l.strip()]

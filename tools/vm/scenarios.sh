@@ -152,12 +152,23 @@ scenario_merge_recorded() {
 # scenario_merge_check KVER BUILD LOGS: selftests/nested/check_merge.py on
 # the merge scenario's recording in LOGS, with what scenario_args gave the
 # run to expect (the APIC ID gap, perf, the guest's application) and
-# SCENARIO_APP_SKIP; its TAP on standard output, its exit status.
+# SCENARIO_APP_SKIP; its TAP on standard output, its exit status.  Each
+# command it runs has a limit (tools/checkrun.py: the stacks of one that
+# outlives it); the script as a whole has HGCLOCK_CHECK_SCRIPT_TIMEOUT_S
+# (default 1800 s), past which it is killed, says so and returns 124.
 scenario_merge_check() {
-	local perf= app=
+	local perf= app= rc limit_s=${HGCLOCK_CHECK_SCRIPT_TIMEOUT_S:-1800}
 	[ "${HGCLOCK_MERGE_PERF:-1}" = 1 ] && command -v perf >/dev/null && perf=1
 	[ -x "$2/selftests/hgclock-events" ] && app=1
 	HGCLOCK_EXPECT_APIC_GAP=$(scenario_merge_gap "$1") HGCLOCK_EXPECT_PERF=$perf \
 	HGCLOCK_EXPECT_GUEST_APP=$app HGCLOCK_GUEST_APP_SKIP=$SCENARIO_APP_SKIP \
-		python3 selftests/nested/check_merge.py "$2/user/hgclock" "$3"
+		timeout -k 30 "$limit_s" python3 -u selftests/nested/check_merge.py "$2/user/hgclock" "$3"
+	rc=$?
+	if [ $rc -eq 137 ]; then
+		rc=124
+	fi
+	if [ $rc -eq 124 ]; then
+		echo "# TIMEOUT: check_merge.py killed after ${limit_s} s (HGCLOCK_CHECK_SCRIPT_TIMEOUT_S)"
+	fi
+	return $rc
 }
