@@ -41,3 +41,15 @@ def shifted_times(dat):
         if len(sh) == len(raws):
             out.extend((cpu, g, t) for g, t in zip(raws, sh))
     return out
+
+
+def has_timeshift(dat):
+    """Does @dat carry a TimeShift option (trace-cmd record -A writes one
+    once its time sync with the guest is done)?  None when trace-cmd
+    dump cannot say.  Without one, trace-cmd report shows the guest's
+    own clock: the events are not on the host's time at all (a guest that
+    died, or a sync that never finished)."""
+    r = checkrun.run(["trace-cmd", "dump", "--options", "-i", dat], capture_output=True, text=True)
+    if r.returncode:
+        return None
+    return "[Option TimeShift" in r.stdout
