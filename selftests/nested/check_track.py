@@ -587,16 +587,39 @@ def flood(dump_jsonl, dump_txt, tids_file, flood_json, t0, t1, info_before, info
     res["vcpu1_not_suppressed"] = not s1
     # 5. The rate: vCPU 0's EXIT_HOST records (the flood's and the agent's)
     # replayed through the module's window (a second from the first exit
-    # admitted after the previous window; 1 ms of slack for the probe's
-    # clock reads) never exceed the limit, nor in all max_per_sec per
-    # second of flood (plus the window open at each end).
+    # admitted after the previous window) never exceed the limit, nor in
+    # all max_per_sec per second of flood (plus the window open at each
+    # end).  Where the module's first window began is not in the file:
+    # pairing may have been on before the recorder opened its session,
+    # and the first window's first exit then has no record.  A replay
+    # that starts its first window at the file's first record can be out
+    # of phase with the module's windows until a burst realigns them,
+    # and count one window's flood burst with the next one's (193 in a
+    # "window", CI 2026-12-07, nested_6.1).  So the first window is taken
+    # as what it must be: some prefix of the records within a second of
+    # the first; the check holds if one such phase keeps every window
+    # within the limit (a limiter that admits twice the rate, in windows
+    # of half a second or 200 a window, fails in every phase).  The
+    # windows are replayed 50 ms short: the module admits at one
+    # local_clock() reading and stamps the record at a later one, and an
+    # interrupt, or the emulator stalling the host VM's vCPU, between the
+    # two would otherwise carry a window's end into the next burst.
+    slack_ns = 50000000
     xs = sorted(r["sched_clock_ns"] for r in x0)
-    worst, n, wstart = 0, 0, None
-    for t in xs:
-        if wstart is None or t - wstart >= 1000000000 - 1000000:
-            wstart, n = t, 0
-        n += 1
-        worst = max(worst, n)
+
+    def replay(k):
+        """The most records in one window when the module's second window
+        began at xs[k] (the first window: xs[:k])."""
+        worst, n, wstart = k, 0, None
+        for t in xs[k:]:
+            if wstart is None or t - wstart >= 1000000000 - slack_ns:
+                wstart, n = t, 0
+            n += 1
+            worst = max(worst, n)
+        return worst
+
+    first = [k for k in range(1, len(xs) + 1) if xs[k - 1] - xs[0] < 1000000000 + slack_ns]
+    worst = min((replay(k) for k in first), default=0)
     during = [r for r in x0 if t0 <= r["tsc"] <= t1]
     secs = (t1 - t0) / (khz * 1000.0)
     res["exit_host_vcpu0_during_flood"] = len(during)
