@@ -126,7 +126,61 @@ def decode(proto, path):
                            stdin=f, capture_output=True, text=True)
     if run.returncode:
         return 'protoc --decode failed: ' + run.stderr.strip()
-    return parse(run.stdout).get('packet', [])
+    packets = parse(run.stdout).get('packet', [])
+    err = resolve_interned(packets)
+    return err if err else packets
+
+
+SEQ_CLEARED, SEQ_NEEDS_STATE = 1, 2
+
+
+def resolve_interned(packets):
+    """Perfetto's interning undone in place, as its trace processor reads
+    it: per sequence, in file order, a packet's interned_data defines iids
+    for itself and the packets after it, until a packet with
+    SEQ_INCREMENTAL_STATE_CLEARED starts the sequence afresh.  Each event's
+    name_iid and category_iids and each argument's name_iid become the
+    name, categories and name the checks read.  Returns None, or what
+    breaks those rules (an iid never defined, a packet naming one without
+    SEQ_NEEDS_INCREMENTAL_STATE, a sequence used before it was cleared)."""
+    state = {}                      # sequence -> {kind: {iid: str}}
+    kinds = (('event_names', 'name'), ('event_categories', 'name'),
+             ('debug_annotation_names', 'name'))
+    for i, p in enumerate(packets):
+        seq = one(p, 'trusted_packet_sequence_id')
+        flags = one(p, 'sequence_flags', 0)
+        if flags & SEQ_CLEARED:
+            state[seq] = {k: {} for k, _ in kinds}
+        st = state.get(seq)
+        idata = one(p, 'interned_data')
+        if idata is not None:
+            if st is None:
+                return 'packet %d: interned data on sequence %s before it was cleared' % (i, seq)
+            for k, field in kinds:
+                for entry in idata.get(k, []):
+                    st[k][one(entry, 'iid')] = one(entry, field)
+        te = one(p, 'track_event')
+        if te is None:
+            continue
+        used = 'name_iid' in te or 'category_iids' in te or \
+            any('name_iid' in a for a in te.get('debug_annotations', []))
+        if not used:
+            continue
+        if st is None or not flags & SEQ_NEEDS_STATE:
+            return 'packet %d: names an interned string %s' % (
+                i, 'before its sequence %s was cleared' % seq if st is None
+                else 'without SEQ_NEEDS_INCREMENTAL_STATE')
+        try:
+            if 'name_iid' in te:
+                te['name'] = [st['event_names'][one(te, 'name_iid')]]
+            if 'category_iids' in te:
+                te['categories'] = [st['event_categories'][c] for c in te['category_iids']]
+            for a in te.get('debug_annotations', []):
+                if 'name_iid' in a:
+                    a['name'] = [st['debug_annotation_names'][one(a, 'name_iid')]]
+        except KeyError as e:
+            return 'packet %d: iid %s not defined on sequence %s' % (i, e, seq)
+    return None
 
 
 def main(proto, path, merged=None):

@@ -27,8 +27,17 @@
  *     host task that ran instead), sleep of the vCPU thread on the host
  *     and disruption.
  *
- * Memory: one packet's buffer and the application threads already
- * described, whatever the number of events: the events are written as
+ * Strings are interned, as Perfetto's own writers do: an event's name
+ * and category and its arguments' names are numbers (iids) in each
+ * sequence (one per machine), a string given once, in the packet that
+ * first uses it (InternedData, with SEQ_NEEDS_INCREMENTAL_STATE on every
+ * packet that names one; each sequence's first packet clears the state).
+ * A trace event then costs its timestamp, track, type, iids and argument
+ * values: about half the bytes of writing each string every time.
+ *
+ * Memory: one packet's buffer, the application threads already
+ * described and the interned strings (at most PF_INTERN_MAX, then
+ * written inline), whatever the number of events: the events are written as
  * the merge hands them over, in host time order.  The runs come last,
  * from the correlation (already in memory); Perfetto sorts a file's
  * packets by time before it reads the events.  The analysis is a pass of
@@ -57,8 +66,9 @@ typedef Perfetto__Protos__TrackDescriptor pf_track;
 typedef Perfetto__Protos__ThreadDescriptor pf_thread;
 typedef Perfetto__Protos__DebugAnnotation pf_arg;
 
-/* TracePacket.sequence_flags: SEQ_INCREMENTAL_STATE_CLEARED */
+/* TracePacket.sequence_flags: SEQ_INCREMENTAL_STATE_CLEARED, SEQ_NEEDS_INCREMENTAL_STATE */
 #define PF_SEQ_CLEARED		1
+#define PF_SEQ_NEEDS_STATE	2
 /* Trace.packet: field 1, length-delimited */
 #define PF_TRACE_PACKET_TAG	0x0a
 #define PF_MAX_ARGS		16
@@ -96,12 +106,36 @@ struct pf_seen {
 	size_t nr, cap;		/* cap: a power of 2, 0 before the first */
 };
 
+/*
+ * Interned strings: one table for every sequence and kind, keyed by
+ * (sequence, kind, string).  Open addressing on the string's hash.
+ */
+enum pf_intern_kind { PF_IN_NAME, PF_IN_CATEGORY, PF_IN_ARG_NAME, PF_IN_KINDS };
+
+/* Strings interned in all, past which new ones are written inline (a merge has a few hundred). */
+#define PF_INTERN_MAX		(1u << 20)
+
+struct pf_intern_slot {
+	char *str;		/* NULL: an empty slot; else owned */
+	uint64_t hash;
+	uint64_t iid;
+	uint32_t seq;		/* machine_index() */
+	uint32_t kind;
+};
+
+struct pf_intern {
+	struct pf_intern_slot *slot;
+	size_t nr, cap;		/* cap: a power of 2, 0 before the first */
+	uint64_t next_iid[HGSYNC_MAX_GUESTS + 1][PF_IN_KINDS];	/* last iid given, by sequence */
+};
+
 struct pf {
 	const struct hgm *m;
 	FILE *out;
 	uint8_t *buf;
 	size_t cap;
 	struct pf_seen threads;
+	struct pf_intern *intern;
 	bool *seq_started;	/* by machine: its sequence's first packet written */
 	uint64_t min_ns, max_ns;
 	struct hgm_pf_result *res;
@@ -134,7 +168,7 @@ static int put_packet(struct pf *pf, pf_packet *p, int guest)
 	p->trusted_packet_sequence_id = mi + 1;
 	if (!pf->seq_started[mi]) {
 		p->has_sequence_flags = true;
-		p->sequence_flags = PF_SEQ_CLEARED;
+		p->sequence_flags |= PF_SEQ_CLEARED;
 		pf->seq_started[mi] = true;
 	}
 	if (guest >= 0) {
@@ -241,15 +275,161 @@ static void arg_uint(struct pf_args *a, const char *name, uint64_t v)
 	}
 }
 
-/* A track event at @ns on @track. */
+/* ---- interned strings ---- */
+
+static uint64_t str_hash(const char *str, uint32_t seq, uint32_t kind)
+{
+	uint64_t h = 0xcbf29ce484222325ULL ^ ((uint64_t)seq << 8 | kind);
+
+	for (const unsigned char *c = (const unsigned char *)str; *c; c++)
+		h = (h ^ *c) * 0x100000001b3ULL;
+	return h;
+}
+
+static bool intern_grow(struct pf_intern *in)
+{
+	size_t cap = in->cap ? 2 * in->cap : 256;
+	struct pf_intern_slot *slot = calloc(cap, sizeof(*slot));
+
+	if (!slot)
+		return false;
+	for (size_t k = 0; k < in->cap; k++) {
+		size_t i;
+
+		if (!in->slot[k].str)
+			continue;
+		for (i = in->slot[k].hash & (cap - 1); slot[i].str; i = (i + 1) & (cap - 1))
+			;
+		slot[i] = in->slot[k];
+	}
+	free(in->slot);
+	in->slot = slot;
+	in->cap = cap;
+	return true;
+}
+
+static void intern_free(struct pf_intern *in)
+{
+	if (!in)
+		return;
+	for (size_t k = 0; k < in->cap; k++)
+		free(in->slot[k].str);
+	free(in->slot);
+	free(in);
+}
+
+/*
+ * The strings a packet interns: at most one name, one category and an
+ * argument name per argument.  Their InternedData entries point at the
+ * table's copies, which live as long as the table.
+ */
+struct pf_new_strings {
+	Perfetto__Protos__InternedData data;
+	Perfetto__Protos__EventName name, *names[1];
+	Perfetto__Protos__EventCategory cat, *cats[1];
+	Perfetto__Protos__DebugAnnotationName arg[PF_MAX_ARGS], *args[PF_MAX_ARGS];
+	bool any;
+};
+
+/*
+ * @str's iid in sequence @seq for @kind, added to @ns (the packet's new
+ * strings) the first time; 0 when it is to be written inline (the table
+ * is full) or memory ran out (pf->failed_errno set).
+ */
+static uint64_t intern(struct pf *pf, uint32_t seq, enum pf_intern_kind kind, const char *str,
+		       struct pf_new_strings *ns)
+{
+	struct pf_intern *in = pf->intern;
+	uint64_t h = str_hash(str, seq, kind), iid;
+	struct pf_intern_slot *sl;
+	size_t i;
+
+	if (in->cap)
+		for (i = h & (in->cap - 1); in->slot[i].str; i = (i + 1) & (in->cap - 1)) {
+			sl = &in->slot[i];
+			if (sl->hash == h && sl->seq == seq && sl->kind == kind && !strcmp(sl->str, str))
+				return sl->iid;
+		}
+	if (in->nr >= PF_INTERN_MAX)
+		return 0;
+	if (2 * (in->nr + 1) > in->cap && !intern_grow(in)) {
+		pf->failed_errno = ENOMEM;
+		return 0;
+	}
+	for (i = h & (in->cap - 1); in->slot[i].str; i = (i + 1) & (in->cap - 1))
+		;
+	sl = &in->slot[i];
+	sl->str = strdup(str);
+	if (!sl->str) {
+		pf->failed_errno = ENOMEM;
+		return 0;
+	}
+	iid = ++in->next_iid[seq][kind];
+	sl->hash = h;
+	sl->iid = iid;
+	sl->seq = seq;
+	sl->kind = kind;
+	in->nr++;
+
+	ns->any = true;
+	switch (kind) {
+	case PF_IN_NAME: {
+		Perfetto__Protos__EventName init = PERFETTO__PROTOS__EVENT_NAME__INIT;
+
+		ns->name = init;
+		ns->name.has_iid = true;
+		ns->name.iid = iid;
+		ns->name.name = sl->str;
+		ns->names[0] = &ns->name;
+		ns->data.n_event_names = 1;
+		ns->data.event_names = ns->names;
+		break;
+	}
+	case PF_IN_CATEGORY: {
+		Perfetto__Protos__EventCategory init = PERFETTO__PROTOS__EVENT_CATEGORY__INIT;
+
+		ns->cat = init;
+		ns->cat.has_iid = true;
+		ns->cat.iid = iid;
+		ns->cat.name = sl->str;
+		ns->cats[0] = &ns->cat;
+		ns->data.n_event_categories = 1;
+		ns->data.event_categories = ns->cats;
+		break;
+	}
+	default: {
+		Perfetto__Protos__DebugAnnotationName init = PERFETTO__PROTOS__DEBUG_ANNOTATION_NAME__INIT;
+		size_t k = ns->data.n_debug_annotation_names;
+
+		ns->arg[k] = init;
+		ns->arg[k].has_iid = true;
+		ns->arg[k].iid = iid;
+		ns->arg[k].name = sl->str;
+		ns->args[k] = &ns->arg[k];
+		ns->data.n_debug_annotation_names = k + 1;
+		ns->data.debug_annotation_names = ns->args;
+		break;
+	}
+	}
+	return iid;
+}
+
+/* A track event at @ns on @track; @a's names become iids (or stay inline). */
 static int put_event(struct pf *pf, int guest, uint64_t ns, uint64_t track,
 		     Perfetto__Protos__TrackEvent__Type type, const char *cat, const char *name,
 		     struct pf_args *a, uint64_t *flow, uint64_t *end_flow)
 {
 	pf_packet p = PERFETTO__PROTOS__TRACE_PACKET__INIT;
 	pf_event e = PERFETTO__PROTOS__TRACK_EVENT__INIT;
+	Perfetto__Protos__InternedData data_init = PERFETTO__PROTOS__INTERNED_DATA__INIT;
+	struct pf_new_strings fresh = { .any = false };
+	uint32_t seq = machine_index(guest);
+	bool by_iid = false;
 	char *cats[1] = { (char *)cat };
+	uint64_t cat_iid[1], iid;
+	pf_arg arg[PF_MAX_ARGS], *argp[PF_MAX_ARGS];
 
+	fresh.data = data_init;
 	p.has_timestamp = true;
 	p.timestamp = ns;
 	e.has_type = true;
@@ -257,13 +437,48 @@ static int put_event(struct pf *pf, int guest, uint64_t ns, uint64_t track,
 	e.has_track_uuid = true;
 	e.track_uuid = track;
 	if (type != PERFETTO__PROTOS__TRACK_EVENT__TYPE__TYPE_SLICE_END) {
-		e.name = (char *)name;
-		e.n_categories = 1;
-		e.categories = cats;
+		iid = name ? intern(pf, seq, PF_IN_NAME, name, &fresh) : 0;
+		if (iid) {
+			e.has_name_iid = true;
+			e.name_iid = iid;
+			by_iid = true;
+		} else {
+			e.name = (char *)name;
+		}
+		iid = intern(pf, seq, PF_IN_CATEGORY, cat, &fresh);
+		if (iid) {
+			cat_iid[0] = iid;
+			e.n_category_iids = 1;
+			e.category_iids = cat_iid;
+			by_iid = true;
+		} else {
+			e.n_categories = 1;
+			e.categories = cats;
+		}
+	}
+	/* A copy: the caller may give @a again for another machine's sequence. */
+	for (int k = 0; a && k < a->nr; k++) {
+		arg[k] = a->arg[k];
+		argp[k] = &arg[k];
+		iid = intern(pf, seq, PF_IN_ARG_NAME, a->arg[k].name, &fresh);
+		if (iid) {
+			arg[k].has_name_iid = true;
+			arg[k].name_iid = iid;
+			arg[k].name = NULL;
+			by_iid = true;
+		}
 	}
 	if (a) {
 		e.n_debug_annotations = (size_t)a->nr;
-		e.debug_annotations = a->ptr;
+		e.debug_annotations = argp;
+	}
+	if (pf->failed_errno)
+		return -1;
+	if (fresh.any)
+		p.interned_data = &fresh.data;
+	if (by_iid) {
+		p.has_sequence_flags = true;
+		p.sequence_flags = PF_SEQ_NEEDS_STATE;
 	}
 	if (flow) {
 		e.n_flow_ids = 1;
@@ -970,7 +1185,8 @@ int hgm_pf_run(const struct hgm_par *par, FILE *out, struct hgm_pf_result *res,
 	if (ret)
 		goto out;
 	pf.seq_started = calloc(HGSYNC_MAX_GUESTS + 1, sizeof(*pf.seq_started));
-	if (!pf.seq_started) {
+	pf.intern = calloc(1, sizeof(*pf.intern));
+	if (!pf.seq_started || !pf.intern) {
 		snprintf(err, err_len, "out of memory");
 		ret = HGM_E_SYSTEM;
 		goto out;
@@ -1008,6 +1224,7 @@ int hgm_pf_run(const struct hgm_par *par, FILE *out, struct hgm_pf_result *res,
 		hgm_result(&m, counts);
 out:
 	free(pf.seq_started);
+	intern_free(pf.intern);
 	free(pf.threads.slot);
 	free(pf.buf);
 	hgm_close(&m);
