@@ -555,19 +555,6 @@ def tracecmd_placement(d, guest_events):
 REPORT_LINE = re.compile(r"^\s*(.*?)-(\d+)\s+\[(\d+)\]\s+(\d+)\.(\d{9}):\s+(\w+):\s*(.*)$")
 
 
-def union_len(ivs):
-    """The length of a union of [a, b) intervals."""
-    total, end = 0, None
-    for a, b in sorted(ivs):
-        if end is None or a > end:
-            total += b - a
-            end = b
-        elif b > end:
-            total += b - end
-            end = b
-    return total
-
-
 _reports = {}
 
 
@@ -582,7 +569,7 @@ def tracecmd_report(path):
 
 class Union:
     """A union of [a, b) intervals, for the length of its part inside a
-    window in O(log n): union_len(clip(ivs, lo, hi)) for a long recording's
+    window in O(log n) (what a scan of the clipped intervals gave) for a long recording's
     hundred thousand interrupts and exits, which a scan of every interval
     per window made quadratic (half an hour on make demo's recording)."""
 
