@@ -51,6 +51,7 @@
 #include <linux/spinlock.h>
 #include <linux/static_key.h>
 #include <linux/threads.h>
+#include <linux/timekeeping.h>
 #include <linux/tracepoint.h>
 #include <linux/uaccess.h>
 #include <linux/vmalloc.h>
@@ -1032,6 +1033,13 @@ static void hg_probe_kvm_write_tsc_offset(void *data, unsigned int vcpu_id,
  * Exit pairing's rate limit for @slot at @now_ns: true if this exit may
  * be recorded.  Only the vCPU thread itself calls it (kvm_cpuid probe,
  * preemption off), so the window fields need no lock.
+ *
+ * @now_ns must come from one clock for every CPU that never steps back
+ * (ktime_get_mono_fast_ns()): the thread moves between host CPUs, and
+ * with an unstable sched_clock local_clock() is per CPU and may read a
+ * little earlier on the next CPU than the window's start on the last.
+ * The unsigned difference would then read as a whole window passed and
+ * admit another HGCLOCK_PAIR_MAX_PER_SEC at each such move.
  */
 static bool hg_pair_admit(struct hg_slot *slot, u64 now_ns)
 {
@@ -1070,7 +1078,7 @@ static void hg_probe_kvm_cpuid(void *data, unsigned int function, unsigned int i
 	slot = hg_current_slot();
 	if (!slot || slot->vcpu_id < 0 || !READ_ONCE(slot->pair))
 		return;
-	if (!hg_pair_admit(slot, local_clock()))
+	if (!hg_pair_admit(slot, ktime_get_mono_fast_ns()))
 		return;
 	memset(&rec, 0, sizeof(rec));
 	rec.tid = current->pid;

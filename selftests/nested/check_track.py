@@ -585,47 +585,38 @@ def flood(dump_jsonl, dump_txt, tids_file, flood_json, t0, t1, info_before, info
     # 4. vCPU 1: nothing suppressed.
     res["suppressed_records_vcpu1"] = len(s1)
     res["vcpu1_not_suppressed"] = not s1
-    # 5. The rate: vCPU 0's EXIT_HOST records (the flood's and the agent's)
-    # replayed through the module's window (a second from the first exit
-    # admitted after the previous window) never exceed the limit, nor in
-    # all max_per_sec per second of flood (plus the window open at each
-    # end).  Where the module's first window began is not in the file:
-    # pairing may have been on before the recorder opened its session,
-    # and the first window's first exit then has no record.  A replay
-    # that starts its first window at the file's first record can be out
-    # of phase with the module's windows until a burst realigns them,
-    # and count one window's flood burst with the next one's (193 in a
-    # "window", CI 2026-12-07, nested_6.1).  So the first window is taken
-    # as what it must be: some prefix of the records within a second of
-    # the first; the check holds if one such phase keeps every window
-    # within the limit (a limiter that admits twice the rate, in windows
-    # of half a second or 200 a window, fails in every phase).  The
-    # windows are replayed 50 ms short: the module admits at one
-    # local_clock() reading and stamps the record at a later one, and an
-    # interrupt, or the emulator stalling the host VM's vCPU, between the
-    # two would otherwise carry a window's end into the next burst.
-    slack_ns = 50000000
+    # 5. The rate: vCPU 0's EXIT_HOST records (the flood's and the agent's).
+    # The module admits at most max_per_sec in a window that lasts at
+    # least a second from its first admitted exit; the file has no window
+    # starts (the first may predate the recording) and stamps each record
+    # a little after its admission (an interrupt, or the emulator stalling
+    # the host VM's vCPU, between the two).  So the check is what that
+    # limiter guarantees, not a replay of it (a replay's windows drift out
+    # of phase with the module's wherever a window's last admissions come
+    # late in it, as at a flood's start: 193 in a replayed "window", CI
+    # 2026-12-07): (a) any interval of 950 ms of stamps holds admissions
+    # from at most two windows (its 950 ms plus a stamp's delay of up to
+    # 50 ms), so at most 2 * max_per_sec; (b) over the flood at most
+    # max_per_sec per second, plus the windows open at each end.  A
+    # limiter that admits twice the rate (200 a window, or 100 every half
+    # second) breaks (b) in a flood of over two seconds (this one lasts
+    # 2-6 s under TCG: flood_host_s); one that admits 300 a window, or
+    # none that limits, breaks (a) as well.  Nothing finer can be told
+    # from stamps 50 ms uncertain: a flood's admissions come in bursts
+    # shorter than that, and a window's end may fall anywhere in one.
+    span_ns = 950000000
     xs = sorted(r["sched_clock_ns"] for r in x0)
-
-    def replay(k):
-        """The most records in one window when the module's second window
-        began at xs[k] (the first window: xs[:k])."""
-        worst, n, wstart = k, 0, None
-        for t in xs[k:]:
-            if wstart is None or t - wstart >= 1000000000 - slack_ns:
-                wstart, n = t, 0
-            n += 1
-            worst = max(worst, n)
-        return worst
-
-    first = [k for k in range(1, len(xs) + 1) if xs[k - 1] - xs[0] < 1000000000 + slack_ns]
-    worst = min((replay(k) for k in first), default=0)
+    worst, lo = 0, 0
+    for hi, t in enumerate(xs):
+        while t - xs[lo] >= span_ns:
+            lo += 1
+        worst = max(worst, hi - lo + 1)
     during = [r for r in x0 if t0 <= r["tsc"] <= t1]
     secs = (t1 - t0) / (khz * 1000.0)
     res["exit_host_vcpu0_during_flood"] = len(during)
     res["exit_host_vcpu0_per_s"] = round(len(during) / secs, 1) if secs else None
-    res["exit_host_vcpu0_max_per_window"] = worst
-    res["rate_limited"] = worst <= max_per_sec and len(during) <= max_per_sec * (secs + 2)
+    res["exit_host_vcpu0_max_per_950ms"] = worst
+    res["rate_limited"] = worst <= 2 * max_per_sec and len(during) <= max_per_sec * (secs + 2)
     # 6. What the tools show: dump --json (above) and the text dump give
     # the same total, GET_INFO's count grew by the same number.
     txt = []
