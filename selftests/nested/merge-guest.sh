@@ -125,5 +125,9 @@ if [ -n "$outs" ]; then
 	done
 fi
 sed 's/^/guest: agent: /' /tmp/agent.log | tail -n 3
+# trace-cmd's agent: what it said when the host's trace-cmd record
+# failed (make demo, 2026-12-07: "cannot create output handle", exit
+# 22, on an empty host-guest.dat: the agent had sent nothing).
+sed 's/^/guest: tc-agent: /' /tmp/tc-agent.log | tail -n 8
 sed 's/^/guest: pairmark: /' /tmp/pairmark.log | tail -n 3
 echo "guest: done"
