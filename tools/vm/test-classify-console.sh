@@ -1081,6 +1081,7 @@ expect_look() {
 expect_look clean clean 0 "cpu 0: halted IF=1 at pv_native_safe_halt+0x4, registers unchanged in 3 samples" \
 	"cpu 1: running kernel IF=1 at native_queued_spin_lock_slowpath+0x13, RIP moved in 3 samples" \
 	"cpu 1: stack: none of hgclock's addresses in 3 words" \
+	"cpu 1: stack: text words: pv_native_safe_halt+0x0" \
 	"verdict: no hgclock address in a vCPU's RIP or on a running vCPU's stack"
 expect_look stack stack 0 "cpu 1: stack: hgclock words: hg_ring_write+0x28 [hgclock]" \
 	"verdict: hgclock's addresses on the stack of running cpu 1"
