@@ -370,6 +370,11 @@ emulator_exhausted() {
 	own skip "$1" "the emulator failed every attempt ($(grep -c " of $1: " "$log_dir/attempts.log")), no attempt's checks count (attempts.log; last: ${cause#infra: })"
 }
 
+# all_skipped FILE: FILE has TAP results and every one is a skip.
+all_skipped() {
+	grep -qE '^(not )?ok [0-9]+' "$1" && ! grep -E '^(not )?ok [0-9]+' "$1" | grep -qv '# SKIP'
+}
+
 # scenario_tap NAME: NAME's output (the guests' console lines left out)
 # into the TAP log, its TAP lines named after NAME.  When every attempt
 # was the emulator's, the last one's TAP lines are comments ("# the
@@ -566,7 +571,14 @@ for series in $many_kernels; do
 		own not-ok "$name" "not retried: $(cat "$log_dir/$name.ours")"
 		continue
 	fi
-	if [ -s "$logs/many.tap" ]; then
+	if [ -s "$logs/many.tap" ] && all_skipped "$logs/many.tap"; then
+		# Nothing was checked (CI 2026-12-07: the extra guests never
+		# came up, every check a skip, and the scenario was called a
+		# pass): a skip with the scenario's own reason.
+		sed "s/^\(\(not \)\?ok [0-9]*\) /\1 $name: /" "$logs/many.tap" | tee -a "$tap_log"
+		own skip "$name" "every check skipped: $(sed -n 's/^ok [0-9]* [^#]*# SKIP //p' "$logs/many.tap" | head -n 1) (attempts.log)"
+		own skip "${name}_merge_marks" "the scenario checked nothing"
+	elif [ -s "$logs/many.tap" ]; then
 		sed "s/^\(\(not \)\?ok [0-9]*\) /\1 $name: /" "$logs/many.tap" | tee -a "$tap_log"
 		own ok "$name"
 		# merge of the moving guest's recording and the host's trace
