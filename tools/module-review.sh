@@ -118,6 +118,23 @@ else
 	failed=1
 fi
 
+# Exit pairing's rate window is timed with one clock for all CPUs
+# (track.c, hg_pair_admit()): local_clock() is per CPU when sched_clock
+# is unstable, reads earlier on the next CPU a vCPU thread moves to, and
+# the unsigned difference then opens a new window and admits another
+# HGCLOCK_PAIR_MAX_PER_SEC.  No nested run here has an unstable
+# sched_clock during the flood, so no test reaches it: every call must
+# pass ktime_get_mono_fast_ns().
+t=$((t + 1))
+calls=$(grep -n 'hg_pair_admit(' "$top/module/track.c" | grep -v 'static bool hg_pair_admit(')
+bad_calls=$(printf '%s\n' "$calls" | grep -v 'ktime_get_mono_fast_ns()' | grep .)
+if [ -n "$calls" ] && [ -z "$bad_calls" ]; then
+	echo "ok $t guard.pair_window_clock"
+else
+	echo "not ok $t guard.pair_window_clock # hg_pair_admit() not given ktime_get_mono_fast_ns(): ${bad_calls:-no call found}"
+	failed=1
+fi
+
 # sparse, on a copy of the sources per kernel (as tools/build-module.sh).
 for kdir in /usr/src/linux-headers-*-amd64; do
 	[ -f "$kdir/Makefile" ] || continue
