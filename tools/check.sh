@@ -44,6 +44,13 @@
 #                     all; after the budget each scenario left still
 #                     runs once, up to its timeout (merge 10 min, many
 #                     12), and the steps after the VMs take about 15)
+#   HGCLOCK_CHECK_TIME_LIMIT  seconds make check may take in all (default
+#                     4800; .ci/run sets it to 85 minutes less what came
+#                     before).  No nested attempt starts that could run
+#                     past it, its timeout and the steps after the VMs
+#                     (HGCLOCK_CHECK_TAIL_S, default 900) counted: the
+#                     scenario is a skip saying so, or its retry is not
+#                     made.  A CI run cut off at 90 minutes says nothing.
 #
 # A failed VM attempt is classified from its consoles by
 # tools/vm/classify-console: "ours" (a crash, warning or checker report
@@ -301,6 +308,39 @@ done
 # timeout.
 nested_attempts=${HGCLOCK_NESTED_ATTEMPTS:-5}
 retry_budget=${HGCLOCK_RETRY_BUDGET:-2400}
+time_limit=${HGCLOCK_CHECK_TIME_LIMIT:-4800}
+tail_s=${HGCLOCK_CHECK_TAIL_S:-900}
+
+# attempt_fits ARGS...: whether an attempt of the nested scenario whose
+# tools/vm/nested arguments are ARGS (its --timeout; 900 s without one,
+# tools/vm/nested's default) still ends, at its timeout, before
+# HGCLOCK_CHECK_TIME_LIMIT less the steps after the VMs.  Sets fit_why.
+attempt_fits() {
+	local timeout_s=900 elapsed_s
+
+	while [ $# -gt 0 ]; do
+		case $1 in
+		--timeout) timeout_s=$2; shift ;;
+		--) break ;;
+		esac
+		shift
+	done
+	elapsed_s=$(($(date +%s) - start))
+	fit_why="make check has run ${elapsed_s} s; an attempt may take ${timeout_s} s and the steps after the VMs ${tail_s} s, past HGCLOCK_CHECK_TIME_LIMIT (${time_limit} s)"
+	[ $((elapsed_s + timeout_s + tail_s)) -le "$time_limit" ]
+}
+
+# scenario_fits NAME ARGS...: the same before a scenario's first
+# attempt; when it does not fit, NAME is a skip saying why (never a pass).
+scenario_fits() {
+	local name=$1
+
+	shift
+	attempt_fits "$@" && return 0
+	note "not starting $name: $fit_why"
+	own skip "$name" "no time left: $fit_why"
+	return 1
+}
 
 # nested_attempt NAME ATTEMPT RC: after attempt ATTEMPT of the nested
 # scenario NAME failed with RC, classify it from its output (NAME.out) and
@@ -348,6 +388,10 @@ nested_run() {
 		if [ "$cause_class" = infra ] && [ "$attempt" -lt "$nested_attempts" ]; then
 			if [ $(($(date +%s) - start)) -ge "$retry_budget" ]; then
 				note "no retry of $name: make check has run for over $retry_budget s (HGCLOCK_RETRY_BUDGET)"
+				return 0
+			fi
+			if ! attempt_fits "$@"; then
+				note "no retry of $name: $fit_why"
 				return 0
 			fi
 			retrying "$name" "$attempt"
@@ -406,6 +450,7 @@ for series in $nested_kernels; do
 	# The guest's helpers (selftests/nested): its TSC writes and its
 	# CPUID flood (HGCLOCK_NESTED_FLOOD=0: none; tools/vm/scenarios.sh).
 	scenario_args track "$kver" "$build" "" || { own not-ok "$name" "scenario_args track failed"; continue; }
+	scenario_fits "$name" "${SCENARIO_ARGS[@]}" || continue
 	# Emulator faults (QEMU's multi-threaded TCG can run stale code
 	# after the host VM's kernel patches its text, see tools/vm/run),
 	# hangs (nested TCG now and then stalls both levels), a host VM that
@@ -448,6 +493,7 @@ for series in $moving_kernels; do
 	name="nested_moving_${series}"
 	nested_prepare "$name"
 	scenario_args moving "$kver" "$build" "" || { own not-ok "$name" "scenario_args moving failed"; continue; }
+	scenario_fits "$name" "${SCENARIO_ARGS[@]}" || continue
 	nested_run "$name" "nested moving-offsets scenario on $kver" "" moving_checks_ran -- "${SCENARIO_ARGS[@]}"
 	scenario_tap "$name"
 	if [ -s "$log_dir/$name.ours" ]; then
@@ -494,6 +540,7 @@ for series in $merge_kernels; do
 	# vcpu_id all differ for guest CPU 1), the application and perf on
 	# both sides.
 	scenario_args merge "$kver" "$build" "$logs" || { own not-ok "$name" "scenario_args merge failed"; continue; }
+	scenario_fits "$name" "${SCENARIO_ARGS[@]}" || continue
 	nested_prepare "$name"
 	SCENARIO_APP_SKIP=
 	nested_run "$name" "nested merge scenario on $kver" "$logs" merge_recorded -- "${SCENARIO_ARGS[@]}"
@@ -566,6 +613,7 @@ for series in $many_kernels; do
 	logs=$top/$build/nested-many-$series
 	nested_prepare "$name"
 	scenario_args many "$kver" "$build" "$logs" || { own not-ok "$name" "scenario_args many failed"; continue; }
+	scenario_fits "$name" "${SCENARIO_ARGS[@]}" || continue
 	nested_run "$name" "nested many-guests scenario on $kver" "$logs" many_checks_ran -- "${SCENARIO_ARGS[@]}"
 	if [ -s "$log_dir/$name.ours" ]; then
 		own not-ok "$name" "not retried: $(cat "$log_dir/$name.ours")"

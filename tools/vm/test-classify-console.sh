@@ -1045,6 +1045,10 @@ while True:
             words = [0x1, HALT - 4, 0xffff888000001000]
             if mode == 'stack':
                 words.append(HG + 0x20)
+            elif mode == 'stackend':    # a record header where STACK_END_MAGIC was
+                words = [0x0000000100300013, 0, HG + 0x20]
+            elif mode == 'stackok':
+                words = [0x57AC6E9D, 0, 0]
             out += ''.join('%016x: 0x%016x\r\n' % (0xffffc90000020e00 + 8 * i, w) for i, w in enumerate(words))
         c.sendall(out.encode() + b'(qemu) ')
 EOF2
@@ -1064,7 +1068,11 @@ expect_look() {
 		fpid=$!
 		for _ in $(seq 50); do [ -S "$sock" ] && break; sleep 0.1; done
 	fi
-	out=$(python3 "$here/last-look" "$sock" "$tmp/look-ctl" "$tmp/look-map" 3 2>&1)
+	case $mode in
+	stackend | stackok)
+		out=$(python3 "$here/last-look" --stack-end "$sock" "$tmp/look-ctl" "$tmp/look-map" 2>&1) ;;
+	*) out=$(python3 "$here/last-look" "$sock" "$tmp/look-ctl" "$tmp/look-map" 3 2>&1) ;;
+	esac
 	rc=$?
 	[ -z "$fpid" ] || { kill "$fpid" 2>/dev/null; wait "$fpid" 2>/dev/null; }
 	for t in "$@"; do
@@ -1088,6 +1096,52 @@ expect_look stack stack 0 "cpu 1: stack: hgclock words: hg_ring_write+0x28 [hgcl
 expect_look stuck stuck 0 "at hg_ring_write+0xb [hgclock]" "RIP in hgclock in 3 of 3 samples" \
 	"verdict: hgclock's code on cpu 1 in every sample"
 expect_look no_monitor none 2 "monitor: no answer"
+# --stack-end (tools/vm/run, at a "corrupted stack end" panic): the lowest
+# words of the stack each CPU's RSP is in, word 0 read as a record header.
+expect_look stack_end_overwritten stackend 0 \
+	"cpu 1: stack end 0xffffc90000020000 (RSP 0xffffc90000020e00, THREAD_SIZE 16 KiB): overwritten" \
+	"cpu 1:   +0x000: 0000000100300013 0000000000000000 ffffffffc0001028" \
+	"cpu 1:   word 0 as an hgclock record header: type 19 size 48 cpu 1" \
+	"cpu 1:   text words: +0x010 hg_ring_write+0x28 [hgclock]"
+expect_look stack_end_intact stackok 0 \
+	"cpu 0: stack end 0xffffc90000010000 (RSP 0xffffc90000010f00, THREAD_SIZE 16 KiB): magic intact"
+
+# tools/check.sh's time guard (HGCLOCK_CHECK_TIME_LIMIT): its two
+# functions, taken from the script, against a clock set back by hand.
+{
+	echo 'note() { echo "note: $*"; }; own() { echo "own: $*"; }'
+	sed -n '/^attempt_fits() {/,/^}/p;/^scenario_fits() {/,/^}/p' "$here/../check.sh"
+	cat <<'EOF2'
+time_limit=4800 tail_s=900
+start=$(($(date +%s) - 3000))
+scenario_fits many --kernel 6.12 --timeout 720 f -- g && echo "fits: 720 after 3000"
+scenario_fits many --kernel 6.12 --timeout 960 f -- --timeout 1 && echo "fits: 960 after 3000"
+start=$(date +%s)
+scenario_fits track --append x -- y && echo "fits: default after 0"
+attempt_fits --timeout 4000 && echo "fits: retry of 4000 after 0"
+EOF2
+} >"$tmp/time-guard.sh"
+out=$(bash "$tmp/time-guard.sh" 2>&1)
+while IFS='|' read -r name t; do
+	n=$((n + 1))
+	if grep -qF -- "$t" <<<"$out"; then
+		echo "ok $n check_time.$name"
+	else
+		echo "not ok $n check_time.$name # missing [$t]; output: $(tr '\n' '|' <<<"$out")"
+		failed=$((failed + 1))
+	fi
+done <<'EOF2'
+attempt_that_fits_starts|fits: 720 after 3000
+attempt_past_the_limit_is_a_skip|own: skip many no time left: make check has run 3000 s; an attempt may take 960 s
+default_timeout_fits_early|fits: default after 0
+EOF2
+n=$((n + 1))
+if grep -qE 'fits: 960|fits: retry of 4000' <<<"$out"; then
+	echo "not ok $n check_time.no_attempt_past_the_limit # output: $(tr '\n' '|' <<<"$out")"
+	failed=$((failed + 1))
+else
+	echo "ok $n check_time.no_attempt_past_the_limit"
+fi
 
 echo "# classify-console: $n cases, $failed failed"
 [ "$failed" -eq 0 ]
