@@ -131,6 +131,8 @@ BENCHES += $(BUILD)/bench/bench_native_clock
 # Natively: hgclock_event() against trace_marker and an LTTng-UST tracepoint
 # (bench.rst); the LTTng part only with liblttng-ust-dev (tools/deps.sh)
 BENCHES += $(BUILD)/bench/bench_native_event
+# Natively: merge --analyze's engine on a small and a large host (bench.rst)
+BENCHES += $(BUILD)/bench/bench_analyze
 LTTNG_UST_CFLAGS := $(shell pkg-config --exists lttng-ust 2>/dev/null && \
 	echo -DHGCLOCK_BENCH_LTTNG $$(pkg-config --cflags lttng-ust))
 LTTNG_UST_LIBS := $(shell pkg-config --libs lttng-ust 2>/dev/null)
@@ -401,6 +403,12 @@ $(BUILD)/bench/bench_native_event: tools/bench/bench_native_event.c tools/bench/
 	$(CC) $(USER_CFLAGS) $(LTTNG_UST_CFLAGS) -Itools/bench -o $@ $< $(LIB) $(ZSTD_LIBS) \
 		$(LTTNG_UST_LIBS) -lpthread -lm
 $(BUILD)/bench/bench_compress: selftests/unit/gen.h
+# The attribution engine alone, on generated hosts small and large (bench.rst)
+$(BUILD)/bench/bench_analyze: tools/bench/bench_analyze.c tools/bench/bench_stats.h \
+		user/merge/analyze.c user/merge/analyze_names.c user/merge/analyze.h user/common/json.c
+	@mkdir -p $(dir $@)
+	$(CC) $(USER_CFLAGS) -Itools/bench -o $@ $< user/merge/analyze.c user/merge/analyze_names.c \
+		user/common/json.c -lm
 
 $(BUILD)/bench/%: tools/bench/%.c $(LIB)
 	@mkdir -p $(dir $@)

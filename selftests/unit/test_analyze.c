@@ -35,7 +35,23 @@ struct cap {
 	struct cap_slice s[MAX_SLICES];
 	int n;
 	int nr_bad_sums;	/* slices whose split is not their wall time */
+	uint64_t nr_charges, charges_hash;	/* hash_charge(): their sequence */
 };
+
+/* Each charge into a running hash (FNV-1a over its fields): their order counts. */
+static int hash_charge(void *ctx, const struct hga_charge *ch)
+{
+	struct cap *c = ctx;
+	uint64_t f[] = { (uint64_t)ch->guest, (uint64_t)ch->vcpu, (uint64_t)ch->tid, ch->t0, ch->t1,
+			 (uint64_t)ch->comp, ch->key, ch->count, ch->slice_ns };
+
+	c->charges_hash = c->charges_hash ? c->charges_hash : 14695981039346656037ULL;
+	for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++)
+		for (int b = 0; b < 64; b += 8)
+			c->charges_hash = (c->charges_hash ^ ((f[i] >> b) & 0xff)) * 1099511628211ULL;
+	c->nr_charges++;
+	return 0;
+}
 
 static int cap_slice(void *ctx, const struct hga_slice *s)
 {
@@ -728,6 +744,133 @@ TEST(random_exactness)
 	EXPECT_GT(nr_irq_keys, 0);
 	hga_free(&a);
 	free(c);
+}
+
+/* Two splits the same: every component, and the buckets key for key, in order. */
+static bool split_same(const struct hga_split *x, const struct hga_split *y)
+{
+	return !memcmp(x->ns, y->ns, sizeof(x->ns)) && x->exits.n == y->exits.n &&
+	       x->offenders.n == y->offenders.n &&
+	       (!x->exits.n || !memcmp(x->exits.v, y->exits.v, x->exits.n * sizeof(*x->exits.v))) &&
+	       (!x->offenders.n ||
+		!memcmp(x->offenders.v, y->offenders.v, x->offenders.n * sizeof(*x->offenders.v)));
+}
+
+/* No key twice in one split's buckets. */
+static bool keys_unique(const struct hga_buckets *b)
+{
+	for (uint32_t i = 0; i < b->n; i++)
+		for (uint32_t j = i + 1; j < b->n; j++)
+			if (b->v[i].key == b->v[j].key)
+				return false;
+	return true;
+}
+
+/*
+ * The engine finds the vCPUs an event concerns through per-CPU and
+ * per-thread chains, and a split's buckets through an index once it has
+ * more than a few keys.  The same random stream into an engine that looks
+ * at every vCPU instead (opt.walk_all) must give the same slices, vCPU
+ * splits and thread totals, to the byte and in the same order: 3 guests
+ * x 6 vCPUs on 5 host CPUs, 40 host tasks (so the splits' offenders
+ * pass the index's threshold and are reset at every slice), the third
+ * guest's vCPU threads reusing the first's tids (two vCPUs per thread
+ * chain), disruptions (threads forgotten) and interrupts.
+ */
+TEST(indexed_same_as_walk)
+{
+	struct cap *c[2] = { calloc(1, sizeof(struct cap)), calloc(1, sizeof(struct cap)) };
+	struct hga a[2];
+	uint64_t seed = 777, t = 1000;
+	uint32_t i;
+	int n, w;
+
+	ASSERT_NE(NULL, c[0]);
+	ASSERT_NE(NULL, c[1]);
+	for (w = 0; w < 2; w++) {
+		struct hga_options opt = { .slice_cb = cap_slice, .charge_cb = hash_charge,
+					   .ctx = c[w], .walk_all = w };
+
+		ASSERT_EQ(0, hga_init(&a[w], &opt));
+	}
+	for (n = 0; n < 30000; n++) {
+		int g, v, cpu, kind, r, tid;
+
+		seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+		r = (int)(seed >> 33);
+		t += (uint64_t)(r % 97);
+		g = r % 3;
+		v = (r >> 2) % 6;
+		cpu = (r >> 5) % 5;
+		kind = (r >> 8) % 10;
+		tid = 1000 + (g == 2 ? 0 : g) * 100 + v;	/* guest 2 reuses guest 0's */
+		for (w = 0; w < 2; w++) {
+			switch (kind) {
+			case 0:
+			case 1:
+			case 2:
+				ASSERT_EQ(0, kvm(&a[w], t, kind == 0, g, v, cpu, tid,
+						 (uint32_t[]){ VMX_CPUID, VMX_EXTINT, VMX_HLT, VMX_IO }
+						 [(r >> 12) % 4]));
+				break;
+			case 3:
+			case 4:
+			case 5:
+				ASSERT_EQ(0, hsw(&a[w], t, cpu, (r >> 12) % 2 ? 3000 + (r >> 13) % 40 : tid,
+						 (r >> 19) & 1, "p",
+						 (r >> 20) % 2 ? 3000 + (r >> 21) % 40 :
+						 1000 + ((r >> 27) % 2) * 100 + (r >> 28) % 6, "n"));
+				break;
+			case 6:
+			case 7:
+				ASSERT_EQ(0, gsw(&a[w], t, g, v, (r >> 12) % 7, (r >> 15) % 7, "g",
+						 (uint64_t)((r >> 18) % 30)));
+				break;
+			case 8:
+				if ((r >> 12) % 20 == 0)
+					ASSERT_EQ(0, disrupt(&a[w], t, g, (r >> 17) & 1));
+				break;
+			default:
+				ASSERT_EQ(0, irq_ev(&a[w], t, (r >> 12) & 1 ? HGA_EV_IRQ_ENTRY :
+						    HGA_EV_IRQ_EXIT, cpu, 24 + (r >> 13) % 3, "i"));
+			}
+		}
+	}
+	for (w = 0; w < 2; w++)
+		ASSERT_EQ(0, hga_finish(&a[w], t + 10));
+	EXPECT_GT(c[0]->n, 1000);
+	ASSERT_EQ(c[0]->n, c[1]->n);
+	EXPECT_EQ(0, memcmp(c[0]->s, c[1]->s, (size_t)c[0]->n * sizeof(c[0]->s[0])));
+	/* the charges to open slices, one by one in the same order */
+	EXPECT_GT(c[0]->nr_charges, 10000);
+	EXPECT_EQ(c[0]->nr_charges, c[1]->nr_charges);
+	EXPECT_EQ(c[0]->charges_hash, c[1]->charges_hash);
+	EXPECT_EQ(0, c[0]->nr_bad_sums);
+	ASSERT_EQ(18, a[0].nr_vcpus);
+	ASSERT_EQ(a[0].nr_vcpus, a[1].nr_vcpus);
+	for (i = 0; i < a[0].nr_vcpus; i++) {
+		const struct hga_split *x = hga_vcpu_split(&a[0], (int)i / 6, (int)i % 6);
+		const struct hga_split *y = hga_vcpu_split(&a[1], (int)i / 6, (int)i % 6);
+
+		ASSERT_NE(NULL, x);
+		ASSERT_NE(NULL, y);
+		EXPECT_TRUE(split_same(x, y));
+		EXPECT_TRUE(keys_unique(&x->offenders));
+		EXPECT_TRUE(keys_unique(&x->exits));
+	}
+	/* more than the index's threshold (32) of offenders in some vCPU's split */
+	EXPECT_GT(hga_vcpu_split(&a[0], 0, 0)->offenders.n, 32);
+	ASSERT_EQ(a[0].nr_threads, a[1].nr_threads);
+	for (i = 0; i < a[0].nr_threads; i++) {
+		EXPECT_EQ(a[0].threads[i].tid, a[1].threads[i].tid);
+		EXPECT_EQ(a[0].threads[i].wall_ns, a[1].threads[i].wall_ns);
+		EXPECT_TRUE(split_same(&a[0].threads[i].split, &a[1].threads[i].split));
+		EXPECT_TRUE(keys_unique(&a[0].threads[i].split.offenders));
+	}
+	for (w = 0; w < 2; w++) {
+		hga_free(&a[w]);
+		free(c[w]);
+	}
 }
 
 /*

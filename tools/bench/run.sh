@@ -1,7 +1,8 @@
 #!/bin/bash
-# make bench: builds everything, measures the library's clock and its
-# application events natively (bench_native_clock, bench_native_event: no
-# VM, no module), then boots each target kernel in
+# make bench: builds everything, measures the library's clock, its
+# application events and merge --analyze's engine natively
+# (bench_native_clock, bench_native_event, bench_analyze: no VM, no
+# module), then boots each target kernel in
 # a VM with the module loaded and runs the benchmarks there.  Every figure is one line
 # "BENCH <name> <value> <unit>", prefixed by the kernel it came from.
 # Under TCG absolute times mean little: read the ratios.
@@ -46,6 +47,10 @@ echo "== native: the zero-syscall clock against clock_gettime (no VM, no module)
 # threads; either tracer missing is a skip with its reason, never a failure.
 echo "== native: hgclock_event against trace_marker and LTTng-UST (no VM, no module)"
 tools/bench/native_event.sh "$build/bench/bench_native_event" || status=1
+# merge --analyze's engine on a generated small and large host: its cost per
+# event should not grow with the host's vCPUs, tasks and guest threads.
+echo "== native: the attribution engine on a small and a large host (no VM, no module)"
+"$build/bench/bench_analyze" || status=1
 for series in ${HGCLOCK_KERNELS:-6.1 6.12}; do
 	kver=$(vm_series_kernel "$series")
 	if [ -z "$kver" ]; then

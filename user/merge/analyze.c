@@ -63,6 +63,15 @@ struct hga_vcpu_state {
 	struct hga_split split;
 	uint64_t max_bound_ns;		/* over its guest events: the mapping's */
 	uint64_t by_method[HGA_NR_METHODS];	/* its guest switches, by how mapped */
+	/*
+	 * Chains of vCPU indices + 1 (0 ends), each in index order: the
+	 * vCPUs on one host CPU (host_cpu), and those of one host thread
+	 * (host_tid; a tid reused by another VM's thread may be two
+	 * vCPUs').  Kept by set_host_cpu() and set_host_tid(), so that an
+	 * event visits only the vCPUs it concerns, in the order a walk of
+	 * every vCPU would (the callbacks see the same sequence).
+	 */
+	uint32_t next_on_cpu, next_with_tid;
 };
 
 struct hga_cpu_state {
@@ -70,21 +79,206 @@ struct hga_cpu_state {
 	bool known;
 	uint64_t irq_key;		/* HGA_KEY_IRQ | irq: a handler runs there; 0 */
 	uint64_t softirq_key;		/* HGA_KEY_SOFTIRQ | vector: 0 none */
+	uint32_t vcpus;			/* chain of the vCPUs whose host_cpu it is */
 };
 
-/* ---- buckets and splits ---- */
+/*
+ * Lookups that stay O(1) on a large host (hundreds of vCPUs, thousands of
+ * host tasks and guest threads): open-addressing maps from a 64-bit key
+ * to a value, never shrunk, freed with the engine.
+ */
+struct hga_map_slot {
+	uint64_t key;
+	uint32_t val;
+	uint32_t used;
+};
 
-int hga_bucket_add(struct hga_buckets *b, uint64_t key, uint64_t ns, uint64_t count)
+struct hga_map {
+	struct hga_map_slot *s;
+	uint32_t cap, n;		/* cap: 0 or a power of two, n < cap / 2 */
+};
+
+struct hga_maps {
+	struct hga_map vcpu;		/* guest << 32 | vcpu -> index + 1 in vcpus */
+	struct hga_map name;		/* tid -> index + 1 in names */
+	struct hga_map total;		/* total_key() -> index + 1 in threads */
+	struct hga_map tid;		/* host tid -> its chain of vCPUs (0: none) */
+};
+
+static uint32_t map_hash(uint64_t key, uint32_t cap)
+{
+	key ^= key >> 33;
+	key *= 0xff51afd7ed558ccdull;
+	key ^= key >> 33;
+	return (uint32_t)key & (cap - 1);
+}
+
+static struct hga_map_slot *map_find(const struct hga_map *m, uint64_t key)
 {
 	uint32_t i;
 
-again:
-	for (i = 0; i < b->n; i++) {
-		if (b->v[i].key == key) {
-			b->v[i].ns += ns;
-			b->v[i].count += count;
-			return 0;
+	if (!m->cap)
+		return NULL;
+	for (i = map_hash(key, m->cap); m->s[i].used; i = (i + 1) & (m->cap - 1))
+		if (m->s[i].key == key)
+			return &m->s[i];
+	return NULL;
+}
+
+/* @key's slot, made (val 0) when new; good until the map's next map_get(). */
+static struct hga_map_slot *map_get(struct hga_map *m, uint64_t key)
+{
+	struct hga_map_slot *sl = map_find(m, key);
+	uint32_t i;
+
+	if (sl)
+		return sl;
+	if ((uint64_t)(m->n + 1) * 2 > m->cap) {
+		uint32_t cap = m->cap ? m->cap * 2 : 64, j;
+		struct hga_map_slot *ns;
+
+		if (!cap)
+			return NULL;
+		ns = calloc(cap, sizeof(*ns));
+		if (!ns)
+			return NULL;
+		for (i = 0; i < m->cap; i++) {
+			if (!m->s[i].used)
+				continue;
+			for (j = map_hash(m->s[i].key, cap); ns[j].used; j = (j + 1) & (cap - 1))
+				;
+			ns[j] = m->s[i];
 		}
+		free(m->s);
+		m->s = ns;
+		m->cap = cap;
+	}
+	for (i = map_hash(key, m->cap); m->s[i].used; i = (i + 1) & (m->cap - 1))
+		;
+	m->s[i] = (struct hga_map_slot){ .key = key, .used = 1 };
+	m->n++;
+	return &m->s[i];
+}
+
+static void map_free(struct hga_map *m)
+{
+	free(m->s);
+	memset(m, 0, sizeof(*m));
+}
+
+/* The engine's maps, made at the first use; NULL out of memory. */
+static struct hga_maps *maps_of(struct hga *a)
+{
+	if (!a->maps)
+		a->maps = calloc(1, sizeof(*a->maps));
+	return a->maps;
+}
+
+/* ---- buckets and splits ---- */
+
+/* Up to this many keys a split's buckets are searched in order, not indexed. */
+#define BUCKETS_LINEAR	32
+
+static uint32_t bucket_hash(uint64_t key, uint32_t cap)
+{
+	return map_hash(key, cap);
+}
+
+/*
+ * b->idx from v[0, n), sized for twice as many keys (an index kept
+ * from a larger split is not cleared whole: one of the right size is
+ * made); -1 out of memory (the index is then dropped and the search
+ * linear).
+ */
+static int buckets_reindex(struct hga_buckets *b)
+{
+	uint32_t cap = 64, i, j;
+
+	/* at most half full now; rebuilt (doubled) when half full again */
+	while (cap < 2 * b->n + 2)
+		cap *= 2;
+	if (cap != b->idx_cap) {
+		uint32_t *idx = calloc(cap, sizeof(*idx));
+
+		if (!idx) {
+			free(b->idx);
+			b->idx = NULL;
+			b->idx_cap = b->idx_used = b->idx_n = 0;
+			return -1;
+		}
+		free(b->idx);
+		b->idx = idx;
+		b->idx_cap = cap;
+	} else {
+		memset(b->idx, 0, cap * sizeof(*b->idx));
+	}
+	for (i = 0; i < b->n; i++) {
+		for (j = bucket_hash(b->v[i].key, cap); b->idx[j]; j = (j + 1) & (cap - 1))
+			;
+		b->idx[j] = i + 1;
+	}
+	b->idx_used = b->n;
+	b->idx_n = b->n;
+	return 0;
+}
+
+/*
+ * @key's position in v, or -1.  An index slot names a position whose key
+ * is checked: one left from before a reset points at another key or past
+ * n and is passed over, and every key added since has its own slot on its
+ * probe path (slots are never taken away), so a key in v is found.
+ */
+static int64_t buckets_find(const struct hga_buckets *b, uint64_t key)
+{
+	uint32_t i, p;
+
+	if (!b->idx || b->idx_n != b->n) {
+		for (i = 0; i < b->n; i++)
+			if (b->v[i].key == key)
+				return i;
+		return -1;
+	}
+	for (i = bucket_hash(key, b->idx_cap); b->idx[i]; i = (i + 1) & (b->idx_cap - 1)) {
+		p = b->idx[i] - 1;
+		if (p < b->n && b->v[p].key == key)
+			return p;
+	}
+	return -1;
+}
+
+/*
+ * The index no longer covers v (UINT32_MAX is no n): searched in order
+ * until v grows past BUCKETS_LINEAR again, then rebuilt without the old
+ * slots.  So the slots of earlier splits never pile up.
+ */
+void hga_buckets_reset(struct hga_buckets *b)
+{
+	b->n = 0;
+	b->idx_n = UINT32_MAX;
+}
+
+void hga_buckets_free(struct hga_buckets *b)
+{
+	free(b->v);
+	free(b->idx);
+	memset(b, 0, sizeof(*b));
+}
+
+int hga_bucket_add(struct hga_buckets *b, uint64_t key, uint64_t ns, uint64_t count)
+{
+	int64_t p;
+	uint32_t i;
+
+	/* Past the linear size, an index that covers all of v. */
+	if (b->n > BUCKETS_LINEAR && (!b->idx || b->idx_n != b->n ||
+				      2 * (b->idx_used + 1) > b->idx_cap))
+		buckets_reindex(b);	/* out of memory: searched linearly */
+again:
+	p = buckets_find(b, key);
+	if (p >= 0) {
+		b->v[p].ns += ns;
+		b->v[p].count += count;
+		return 0;
 	}
 	if (b->n >= HGA_MAX_KEYS && key != OTHER_KEY) {
 		key = OTHER_KEY;
@@ -99,7 +293,15 @@ again:
 		b->v = v;
 		b->cap = cap;
 	}
-	b->v[b->n++] = (struct hga_bucket){ .key = key, .ns = ns, .count = count };
+	b->v[b->n] = (struct hga_bucket){ .key = key, .ns = ns, .count = count };
+	if (b->idx && b->idx_n == b->n) {
+		for (i = bucket_hash(key, b->idx_cap); b->idx[i]; i = (i + 1) & (b->idx_cap - 1))
+			;
+		b->idx[i] = b->n + 1;
+		b->idx_used++;
+		b->idx_n++;
+	}
+	b->n++;
 	return 0;
 }
 
@@ -125,14 +327,14 @@ static int split_add(struct hga_split *dst, const struct hga_split *src)
 static void split_reset(struct hga_split *s)
 {
 	memset(s->ns, 0, sizeof(s->ns));
-	s->exits.n = 0;
-	s->offenders.n = 0;
+	hga_buckets_reset(&s->exits);
+	hga_buckets_reset(&s->offenders);
 }
 
 static void split_free(struct hga_split *s)
 {
-	free(s->exits.v);
-	free(s->offenders.v);
+	hga_buckets_free(&s->exits);
+	hga_buckets_free(&s->offenders);
 	memset(s, 0, sizeof(*s));
 }
 
@@ -177,22 +379,31 @@ static uint64_t clip(const struct hga *a, uint64_t t)
 	return t;
 }
 
-static struct hga_vcpu_state *find_vcpu(struct hga *a, int32_t guest, int32_t vcpu)
+static uint64_t vcpu_key(int32_t guest, int32_t vcpu)
 {
-	uint32_t i;
+	return (uint64_t)(uint32_t)guest << 32 | (uint32_t)vcpu;
+}
 
-	for (i = 0; i < a->nr_vcpus; i++)
-		if (a->vcpus[i].guest == guest && a->vcpus[i].vcpu == vcpu)
-			return &a->vcpus[i];
-	return NULL;
+static struct hga_vcpu_state *find_vcpu(const struct hga *a, int32_t guest, int32_t vcpu)
+{
+	const struct hga_map_slot *sl = a->maps ? map_find(&a->maps->vcpu, vcpu_key(guest, vcpu)) :
+					    NULL;
+
+	return sl && sl->val ? &a->vcpus[sl->val - 1] : NULL;
 }
 
 static struct hga_vcpu_state *get_vcpu(struct hga *a, int32_t guest, int32_t vcpu)
 {
 	struct hga_vcpu_state *v = find_vcpu(a, guest, vcpu);
+	struct hga_map_slot *sl;
 
 	if (v)
 		return v;
+	if (!maps_of(a))
+		return NULL;
+	sl = map_get(&a->maps->vcpu, vcpu_key(guest, vcpu));
+	if (!sl)
+		return NULL;
 	if (a->nr_vcpus == a->cap_vcpus) {
 		uint32_t cap = a->cap_vcpus ? a->cap_vcpus * 2 : 8;
 
@@ -208,7 +419,131 @@ static struct hga_vcpu_state *get_vcpu(struct hga *a, int32_t guest, int32_t vcp
 	v->vcpu = vcpu;
 	v->host_tid = -1;
 	v->host_cpu = -1;
+	sl->val = a->nr_vcpus;
 	return v;
+}
+
+/* The chain of vCPUs (index + 1) a link field heads or continues. */
+enum chain { CHAIN_CPU, CHAIN_TID };
+
+static uint32_t *chain_link(struct hga *a, uint32_t idx, enum chain which)
+{
+	struct hga_vcpu_state *v = &a->vcpus[idx];
+
+	return which == CHAIN_CPU ? &v->next_on_cpu : &v->next_with_tid;
+}
+
+/* vCPU @idx into the chain at *@head, in index order. */
+static void chain_add(struct hga *a, uint32_t *head, uint32_t idx, enum chain which)
+{
+	uint32_t *pp = head;
+
+	while (*pp && *pp - 1 < idx)
+		pp = chain_link(a, *pp - 1, which);
+	*chain_link(a, idx, which) = *pp;
+	*pp = idx + 1;
+}
+
+static void chain_del(struct hga *a, uint32_t *head, uint32_t idx, enum chain which)
+{
+	uint32_t *pp = head;
+
+	while (*pp && *pp - 1 != idx)
+		pp = chain_link(a, *pp - 1, which);
+	if (*pp) {
+		*pp = *chain_link(a, idx, which);
+		*chain_link(a, idx, which) = 0;
+	}
+}
+
+static struct hga_cpu_state *get_cpu(struct hga *a, int32_t cpu);
+
+/* v's host CPU, and its place in that CPU's chain; 0 or -1 (memory). */
+static int set_host_cpu(struct hga *a, struct hga_vcpu_state *v, int32_t cpu)
+{
+	uint32_t idx = (uint32_t)(v - a->vcpus);
+	struct hga_cpu_state *c;
+
+	if (v->host_cpu == cpu)
+		return 0;
+	if (v->host_cpu >= 0 && (uint32_t)v->host_cpu < a->nr_cpus)
+		chain_del(a, &a->cpus[v->host_cpu].vcpus, idx, CHAIN_CPU);
+	v->host_cpu = -1;
+	if (cpu < 0)
+		return 0;
+	c = get_cpu(a, cpu);
+	if (!c)
+		return -1;
+	chain_add(a, &c->vcpus, idx, CHAIN_CPU);
+	v->host_cpu = cpu;
+	return 0;
+}
+
+/* The chain of host thread @tid's vCPUs (its head), or NULL: none. */
+static uint32_t *tid_chain(const struct hga *a, int32_t tid)
+{
+	struct hga_map_slot *sl = a->maps ? map_find(&a->maps->tid, (uint32_t)tid) : NULL;
+
+	return sl ? &sl->val : NULL;
+}
+
+/* v's host thread, and its place in that thread's chain; 0 or -1 (memory). */
+static int set_host_tid(struct hga *a, struct hga_vcpu_state *v, int32_t tid)
+{
+	uint32_t idx = (uint32_t)(v - a->vcpus), *head;
+	struct hga_map_slot *sl;
+
+	if (v->host_tid == tid)
+		return 0;
+	if (v->host_tid >= 0 && (head = tid_chain(a, v->host_tid)))
+		chain_del(a, head, idx, CHAIN_TID);
+	v->host_tid = -1;
+	if (tid < 0)
+		return 0;
+	if (!maps_of(a) || !(sl = map_get(&a->maps->tid, (uint32_t)tid)))
+		return -1;
+	chain_add(a, &sl->val, idx, CHAIN_TID);
+	v->host_tid = tid;
+	return 0;
+}
+
+/*
+ * The vCPU (index + 1) after the one at index + 1 @prev (0: the first)
+ * whose thread is on host CPU @cpu; 0 when no more.  From the CPU's
+ * chain, or, with opt.walk_all (tests), by looking at every vCPU as the
+ * engine once did: the two must give the same answers.
+ */
+static uint32_t next_on(const struct hga *a, int32_t cpu, uint32_t prev)
+{
+	uint32_t i;
+
+	if (a->opt.walk_all) {
+		for (i = prev; i < a->nr_vcpus; i++)
+			if (a->vcpus[i].host_cpu == cpu)
+				return i + 1;
+		return 0;
+	}
+	if (prev)
+		return a->vcpus[prev - 1].next_on_cpu;
+	return cpu >= 0 && (uint32_t)cpu < a->nr_cpus ? a->cpus[cpu].vcpus : 0;
+}
+
+/* The same for the vCPUs of host thread @tid (>= 0). */
+static uint32_t next_of(const struct hga *a, int32_t tid, uint32_t prev)
+{
+	const uint32_t *head;
+	uint32_t i;
+
+	if (a->opt.walk_all) {
+		for (i = prev; i < a->nr_vcpus; i++)
+			if (a->vcpus[i].host_tid == tid)
+				return i + 1;
+		return 0;
+	}
+	if (prev)
+		return a->vcpus[prev - 1].next_with_tid;
+	head = tid < 0 ? NULL : tid_chain(a, tid);
+	return head ? *head : 0;
 }
 
 static struct hga_cpu_state *get_cpu(struct hga *a, int32_t cpu)
@@ -230,14 +565,14 @@ static struct hga_cpu_state *get_cpu(struct hga *a, int32_t cpu)
 static int set_name(struct hga *a, int32_t tid, const char *comm, size_t size)
 {
 	size_t len = strnlen(comm, size < HGA_NAME_LEN ? size : HGA_NAME_LEN - 1);
+	struct hga_map_slot *sl;
 	uint32_t i;
 
 	if (!comm[0])
 		return 0;
-	for (i = 0; i < a->nr_names; i++)
-		if (a->names[i].tid == tid)
-			break;
-	if (i == a->nr_names) {
+	if (!maps_of(a) || !(sl = map_get(&a->maps->name, (uint32_t)tid)))
+		return -1;
+	if (!sl->val) {
 		if (a->nr_names == a->cap_names) {
 			uint32_t cap = a->cap_names ? a->cap_names * 2 : 32;
 			void *p = realloc(a->names, cap * sizeof(*a->names));
@@ -247,9 +582,14 @@ static int set_name(struct hga *a, int32_t tid, const char *comm, size_t size)
 			a->names = p;
 			a->cap_names = cap;
 		}
-		a->nr_names++;
-		a->names[i].tid = tid;
+		memset(&a->names[a->nr_names], 0, sizeof(a->names[a->nr_names]));
+		a->names[a->nr_names].tid = tid;
+		sl->val = ++a->nr_names;
 	}
+	i = sl->val - 1;
+	/* the same name again (most switches): nothing to write */
+	if (!memcmp(a->names[i].comm, comm, len) && !a->names[i].comm[len])
+		return 0;
 	memcpy(a->names[i].comm, comm, len);
 	a->names[i].comm[len] = '\0';
 	return 0;
@@ -258,12 +598,9 @@ static int set_name(struct hga *a, int32_t tid, const char *comm, size_t size)
 /* A tid's name in a->names, or NULL; IRQs' names sit at tid -1 - irq. */
 static const char *name_of(const struct hga *a, int32_t tid)
 {
-	uint32_t i;
+	const struct hga_map_slot *sl = a->maps ? map_find(&a->maps->name, (uint32_t)tid) : NULL;
 
-	for (i = 0; i < a->nr_names; i++)
-		if (a->names[i].tid == tid)
-			return a->names[i].comm;
-	return NULL;
+	return sl && sl->val ? a->names[sl->val - 1].comm : NULL;
 }
 
 static const char *const softirq_names[HGA_NR_SOFTIRQS] = {
@@ -436,10 +773,10 @@ static int set_cpu_curr(struct hga *a, int32_t cpu, int32_t tid, uint64_t t)
 		return -1;
 	if (c->known && c->curr_tid == tid)
 		return 0;
-	for (i = 0; i < a->nr_vcpus; i++) {
-		struct hga_vcpu_state *v = &a->vcpus[i];
+	for (i = next_on(a, cpu, 0); i; i = next_on(a, cpu, i)) {
+		struct hga_vcpu_state *v = &a->vcpus[i - 1];
 
-		if (v->run == RUN_OFF_RUNNABLE && v->host_cpu == cpu && charge(a, v, t))
+		if (v->run == RUN_OFF_RUNNABLE && charge(a, v, t))
 			return -1;
 	}
 	c->known = true;
@@ -447,29 +784,40 @@ static int set_cpu_curr(struct hga *a, int32_t cpu, int32_t tid, uint64_t t)
 	return 0;
 }
 
-static struct hga_total *get_total(struct hga_total **arr, uint32_t *nr, uint32_t *cap,
-				   int32_t guest, int32_t vcpu, int32_t tid)
+/*
+ * A thread total's key: guest (< HGA_MAX_GUESTS, 10 bits), vcpu + 1 (-1
+ * or < HGA_MAX_VCPUS, 15 bits), tid (32 bits), each in its own bits.
+ */
+static uint64_t total_key(int32_t guest, int32_t vcpu, int32_t tid)
 {
+	return (uint64_t)(uint32_t)guest << 47 | (uint64_t)(uint32_t)(vcpu + 1) << 32 |
+	       (uint32_t)tid;
+}
+
+static struct hga_total *get_total(struct hga *a, int32_t guest, int32_t vcpu, int32_t tid)
+{
+	struct hga_map_slot *sl;
 	struct hga_total *t;
-	uint32_t i;
 
-	for (i = 0; i < *nr; i++)
-		if ((*arr)[i].guest == guest && (*arr)[i].vcpu == vcpu && (*arr)[i].tid == tid)
-			return &(*arr)[i];
-	if (*nr == *cap) {
-		uint32_t ncap = *cap ? *cap * 2 : 16;
+	if (!maps_of(a) || !(sl = map_get(&a->maps->total, total_key(guest, vcpu, tid))))
+		return NULL;
+	if (sl->val)
+		return &a->threads[sl->val - 1];
+	if (a->nr_threads == a->cap_threads) {
+		uint32_t ncap = a->cap_threads ? a->cap_threads * 2 : 16;
 
-		t = realloc(*arr, ncap * sizeof(*t));
+		t = realloc(a->threads, ncap * sizeof(*t));
 		if (!t)
 			return NULL;
-		*arr = t;
-		*cap = ncap;
+		a->threads = t;
+		a->cap_threads = ncap;
 	}
-	t = &(*arr)[(*nr)++];
+	t = &a->threads[a->nr_threads++];
 	memset(t, 0, sizeof(*t));
 	t->guest = guest;
 	t->vcpu = vcpu;
 	t->tid = tid;
+	sl->val = a->nr_threads;
 	return t;
 }
 
@@ -506,8 +854,7 @@ static int close_slice(struct hga *a, struct hga_vcpu_state *v, uint64_t t, uint
 			 "internal: a slice's split (%" PRIu64 " ns) is not its wall time (%" PRIu64 " ns)",
 			 split_sum(&v->split), s.wall_ns);
 	/* thread 0 is each CPU's idle task: one per vCPU */
-	tot = get_total(&a->threads, &a->nr_threads, &a->cap_threads, v->guest,
-			v->tid ? -1 : v->vcpu, v->tid);
+	tot = get_total(a, v->guest, v->tid ? -1 : v->vcpu, v->tid);
 	if (!tot) {
 		ret = -1;
 		goto out;
@@ -565,8 +912,8 @@ static int charge_cpu(struct hga *a, int32_t cpu, uint64_t t)
 {
 	uint32_t i;
 
-	for (i = 0; i < a->nr_vcpus; i++)
-		if (a->vcpus[i].host_cpu == cpu && charge(a, &a->vcpus[i], t))
+	for (i = next_on(a, cpu, 0); i; i = next_on(a, cpu, i))
+		if (charge(a, &a->vcpus[i - 1], t))
 			return -1;
 	return 0;
 }
@@ -618,11 +965,11 @@ static int on_irq(struct hga *a, const struct hga_event *ev)
 		return 0;
 	/* an interrupt begun: one preemption of each vCPU it takes time from */
 	now = cpu_irq_key(a, ev->host_cpu);
-	for (i = 0; i < a->nr_vcpus; i++) {
-		struct hga_vcpu_state *v = &a->vcpus[i];
+	for (i = next_on(a, ev->host_cpu, 0); i; i = next_on(a, ev->host_cpu, i)) {
+		struct hga_vcpu_state *v = &a->vcpus[i - 1];
 
-		if (v->host_cpu == ev->host_cpu && classify(a, v, &key) == HGA_C_PREEMPTED &&
-		    key == now && count_at(a, v, HGA_C_PREEMPTED, key, t))
+		if (classify(a, v, &key) == HGA_C_PREEMPTED && key == now &&
+		    count_at(a, v, HGA_C_PREEMPTED, key, t))
 			return -1;
 	}
 	return 0;
@@ -639,10 +986,9 @@ static int on_kvm(struct hga *a, const struct hga_event *ev)
 	if (ev->kind == HGA_EV_KVM_ENTRY && end_cpu_irqs(a, ev->host_cpu, t))
 		return -1;
 	/* the vCPU's thread runs on host_cpu now: that CPU's task is it */
-	if (set_cpu_curr(a, ev->host_cpu, ev->host_tid, t) || charge(a, v, t))
+	if (set_cpu_curr(a, ev->host_cpu, ev->host_tid, t) || charge(a, v, t) ||
+	    set_host_tid(a, v, ev->host_tid) || set_host_cpu(a, v, ev->host_cpu))
 		return -1;
-	v->host_tid = ev->host_tid;
-	v->host_cpu = ev->host_cpu;
 	v->run = RUN_ON;
 	if (ev->kind == HGA_EV_KVM_ENTRY) {
 		v->mode = MODE_GUEST;
@@ -660,7 +1006,7 @@ static int on_kvm(struct hga *a, const struct hga_event *ev)
 static int on_host_switch(struct hga *a, const struct hga_event *ev)
 {
 	uint64_t t = ev->host_ns;
-	uint32_t i;
+	uint32_t ip, in;
 
 	if (set_name(a, ev->prev_tid, ev->prev_comm, sizeof(ev->prev_comm)) ||
 	    set_name(a, ev->next_tid, ev->next_comm, sizeof(ev->next_comm)) ||
@@ -669,25 +1015,31 @@ static int on_host_switch(struct hga *a, const struct hga_event *ev)
 	/* the vCPUs preempted on this CPU change offender: charged before */
 	if (set_cpu_curr(a, ev->host_cpu, ev->next_tid, t))
 		return -1;
-	for (i = 0; i < a->nr_vcpus; i++) {
-		struct hga_vcpu_state *v = &a->vcpus[i];
+	/*
+	 * The vCPUs of the thread switched out and of the one switched in:
+	 * both chains at once, in index order (as a walk of every vCPU).
+	 */
+	ip = next_of(a, ev->prev_tid, 0);
+	in = ev->next_tid != ev->prev_tid ? next_of(a, ev->next_tid, 0) : 0;
+	while (ip || in) {
+		bool out = ip && (!in || ip < in);
+		struct hga_vcpu_state *v = &a->vcpus[(out ? ip : in) - 1];
 
-		if (v->host_tid < 0)
-			continue;
-		if (v->host_tid == ev->prev_tid) {
-			if (charge(a, v, t))
-				return -1;
+		/* the next of each before this one's host CPU changes */
+		if (out)
+			ip = next_of(a, ev->prev_tid, ip);
+		else
+			in = next_of(a, ev->next_tid, in);
+		if (charge(a, v, t) || set_host_cpu(a, v, ev->host_cpu))
+			return -1;
+		if (out) {
 			v->run = ev->prev_runnable ? RUN_OFF_RUNNABLE : RUN_OFF_BLOCKED;
-			v->host_cpu = ev->host_cpu;
 			if (ev->prev_runnable && v->mode != MODE_HALT && !v->disrupted &&
 			    count_at(a, v, HGA_C_PREEMPTED, (uint32_t)ev->next_tid, t))
 				return -1;
-		} else if (v->host_tid == ev->next_tid) {
+		} else {
 			/* on another CPU than it left: a migration */
-			if (charge(a, v, t))
-				return -1;
 			v->run = RUN_ON;
-			v->host_cpu = ev->host_cpu;
 		}
 	}
 	return 0;
@@ -741,8 +1093,8 @@ static int on_disrupt(struct hga *a, const struct hga_event *ev)
 		v->disrupted = false;
 		v->run = RUN_UNKNOWN;
 		v->mode = MODE_UNKNOWN;
-		v->host_tid = -1;
-		v->host_cpu = -1;
+		if (set_host_tid(a, v, -1) || set_host_cpu(a, v, -1))
+			return -1;
 	}
 	return 0;
 }
@@ -877,6 +1229,13 @@ void hga_free(struct hga *a)
 	free(a->cpus);
 	free(a->threads);
 	free(a->names);
+	if (a->maps) {
+		map_free(&a->maps->vcpu);
+		map_free(&a->maps->name);
+		map_free(&a->maps->total);
+		map_free(&a->maps->tid);
+		free(a->maps);
+	}
 	memset(a, 0, sizeof(*a));
 }
 
@@ -1004,6 +1363,7 @@ static void print_top(const struct hga *a, FILE *out, struct hga_buckets *b, boo
 	uint32_t i;
 
 	qsort(b->v, b->n, sizeof(*b->v), cmp_bucket_ns);
+	b->idx_n = UINT32_MAX;	/* the positions moved: the index is rebuilt if used */
 	for (i = 0; i < b->n && i < top; i++) {
 		if (exits)
 			hga_exit_label(label, sizeof(label), b->v[i].key);

@@ -128,9 +128,20 @@ struct hga_bucket {
 struct hga_buckets {
 	struct hga_bucket *v;
 	uint32_t n, cap;
+	/*
+	 * Past a few keys, an index (open addressing) of positions + 1 in
+	 * v, covering v[0, idx_n): hga_bucket_add() keeps it, or rebuilds
+	 * it when it covers less than v (after a reset).  Read by nobody
+	 * else; reset and free only through hga_buckets_reset/free().
+	 */
+	uint32_t *idx;
+	uint32_t idx_cap, idx_used, idx_n;
 };
 /* Adds to @key's bucket (past HGA_MAX_KEYS keys: to "(others)"); 0 or -1. */
 int hga_bucket_add(struct hga_buckets *b, uint64_t key, uint64_t ns, uint64_t count);
+/* Emptied (the arrays kept), or freed. */
+void hga_buckets_reset(struct hga_buckets *b);
+void hga_buckets_free(struct hga_buckets *b);
 
 struct hga_split {
 	uint64_t ns[HGA_NR_COMP];
@@ -175,6 +186,12 @@ struct hga_options {
 	/* More members for the JSON report's object (NULL: none); 0 or -1. */
 	int (*json_cb)(void *ctx, struct json_writer *w);
 	void *ctx;
+	/*
+	 * Tests only: find the vCPUs an event concerns by looking at every
+	 * vCPU, not through the per-CPU and per-thread chains: the answers
+	 * must be the same (test_analyze's indexed_same_as_walk).
+	 */
+	bool walk_all;
 };
 
 /* Per guest thread: its certain slices' split and counts (vCPUs keep their own). */
@@ -188,6 +205,7 @@ struct hga_total {
 
 struct hga_vcpu_state;
 struct hga_cpu_state;
+struct hga_maps;
 
 /* Zeroed, then hga_init(). */
 struct hga {
@@ -201,6 +219,8 @@ struct hga {
 	/* host tasks' names, for the offenders (tid -> last comm; IRQs' too) */
 	struct { int32_t tid; char comm[HGA_NAME_LEN]; } *names;
 	uint32_t nr_names, cap_names;
+	/* lookups by key (vCPUs, names, totals, vCPU threads): analyze.c */
+	struct hga_maps *maps;
 	uint64_t last_ns;			/* the latest event's host ns */
 	uint64_t seen[HGA_EV_NR_KINDS];		/* events taken, by kind */
 	/* refused input, each counted; the first said in first_err */

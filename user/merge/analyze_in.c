@@ -45,7 +45,61 @@ struct feed {
 	char begin[SLICE_EVENT_LEN], end[SLICE_EVENT_LEN];
 	/* the last thread looked up: the next kvm_* is most often its */
 	int32_t tid, guest, cpu;
+	/*
+	 * The correlation's vCPU threads by tid (the last record of each
+	 * tid, as place_thread() wants), sorted, made at the first lookup:
+	 * a host of many vCPUs, whose kvm_* events alternate between their
+	 * threads, is not searched through at each.  NULL: not made, or no
+	 * memory (then searched in order).
+	 */
+	struct tid_rec { int32_t tid; uint32_t i; } *by_tid;
+	size_t nr_by_tid;
+	bool by_tid_tried;
 };
+
+static int by_tid_cmp(const void *a, const void *b)
+{
+	const struct tid_rec *x = a, *y = b;
+
+	if (x->tid != y->tid)
+		return x->tid < y->tid ? -1 : 1;
+	return x->i < y->i ? -1 : x->i > y->i;
+}
+
+/* The last of s->vcpus with @tid, or NULL. */
+static const struct hgsync_vcpu *vcpu_of_tid(struct feed *f, int32_t tid)
+{
+	const struct hgsync *s = f->sync;
+	const struct hgsync_vcpu *v = NULL;
+	size_t i, lo, hi;
+
+	if (!f->by_tid_tried && s->nr_vcpus <= UINT32_MAX) {
+		f->by_tid_tried = true;
+		f->by_tid = malloc((s->nr_vcpus + 1) * sizeof(*f->by_tid));
+		for (i = 0; f->by_tid && i < s->nr_vcpus; i++)
+			f->by_tid[i] = (struct tid_rec){ s->vcpus[i].tid, (uint32_t)i };
+		if (f->by_tid) {
+			f->nr_by_tid = s->nr_vcpus;
+			qsort(f->by_tid, f->nr_by_tid, sizeof(*f->by_tid), by_tid_cmp);
+		}
+	}
+	if (!f->by_tid) {
+		for (i = 0; i < s->nr_vcpus; i++)
+			if (s->vcpus[i].tid == tid)
+				v = &s->vcpus[i];
+		return v;
+	}
+	/* the first entry past @tid's: the one before it is tid's last record */
+	for (lo = 0, hi = f->nr_by_tid; lo < hi;) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (f->by_tid[mid].tid <= tid)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo && f->by_tid[lo - 1].tid == tid ? &s->vcpus[f->by_tid[lo - 1].i] : NULL;
+}
 
 static bool is(const struct hgm_event *ev, const char *system, const char *name)
 {
@@ -73,7 +127,7 @@ static void comm_field(const struct hgm_event *ev, const char *name, char *out, 
 static int place_thread(struct feed *f, int32_t tid, int32_t *guest, int32_t *cpu)
 {
 	const struct hgsync *s = f->sync;
-	const struct hgsync_vcpu *v = NULL;
+	const struct hgsync_vcpu *v;
 	size_t i;
 
 	if (tid == f->tid) {
@@ -82,9 +136,7 @@ static int place_thread(struct feed *f, int32_t tid, int32_t *guest, int32_t *cp
 		return *guest < 0 ? -1 : 0;
 	}
 	/* the last record of a reused tid is the newest VM's */
-	for (i = 0; i < s->nr_vcpus; i++)
-		if (s->vcpus[i].tid == tid)
-			v = &s->vcpus[i];
+	v = vcpu_of_tid(f, tid);
 	f->tid = tid;
 	f->guest = f->cpu = -1;
 	for (i = 0; v && i < s->nr_guests; i++) {
@@ -377,6 +429,7 @@ static int merge_run(const struct hgm_par *par, const struct hga_reports *rep,
 	}
 	hgr_free(&r);
 	hgm_close(&m);
+	free(f.by_tid);
 	return ret;
 }
 

@@ -160,16 +160,18 @@ static struct hgr_thread *get(struct hgr *r, uint64_t key)
 
 static void split_free(struct hgr_split *s)
 {
-	free(s->exits.v);
-	free(s->offenders.v);
-	free(s->runq_by.v);
+	hga_buckets_free(&s->exits);
+	hga_buckets_free(&s->offenders);
+	hga_buckets_free(&s->runq_by);
 	memset(s, 0, sizeof(*s));
 }
 
 static void split_reset(struct hgr_split *s)
 {
 	memset(s->ns, 0, sizeof(s->ns));
-	s->exits.n = s->offenders.n = s->runq_by.n = 0;
+	hga_buckets_reset(&s->exits);
+	hga_buckets_reset(&s->offenders);
+	hga_buckets_reset(&s->runq_by);
 }
 
 static int buckets_add(struct hga_buckets *dst, const struct hga_buckets *src)
