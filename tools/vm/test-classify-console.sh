@@ -1071,6 +1071,11 @@ expect_look() {
 	case $mode in
 	stackend | stackok)
 		out=$(python3 "$here/last-look" --stack-end "$sock" "$tmp/look-ctl" "$tmp/look-map" 2>&1) ;;
+	nomap)	# no System.map yet: the boot's own list in CTL_DIR/kallsyms
+		mkdir -p "$tmp/look-ctl-nomap"
+		cp "$tmp/look-ctl/kaslr" "$tmp/look-ctl/modsyms" "$tmp/look-ctl-nomap/"
+		cp "$tmp/look-map" "$tmp/look-ctl-nomap/kallsyms"
+		out=$(python3 "$here/last-look" "$sock" "$tmp/look-ctl-nomap" "$tmp/no-such-map" 3 2>&1) ;;
 	*) out=$(python3 "$here/last-look" "$sock" "$tmp/look-ctl" "$tmp/look-map" 3 2>&1) ;;
 	esac
 	rc=$?
@@ -1096,6 +1101,9 @@ expect_look stack stack 0 "cpu 1: stack: hgclock words: hg_ring_write+0x28 [hgcl
 expect_look stuck stuck 0 "at hg_ring_write+0xb [hgclock]" "RIP in hgclock in 3 of 3 samples" \
 	"verdict: hgclock's code on cpu 1 in every sample"
 expect_look no_monitor none 2 "monitor: no answer"
+expect_look names_from_the_boots_own_list nomap 0 \
+	"cpu 1: running kernel IF=1 at native_queued_spin_lock_slowpath+0x13" \
+	"cpu 0: halted IF=1 at pv_native_safe_halt+0x4"
 # --stack-end (tools/vm/run, at a "corrupted stack end" panic): the lowest
 # words of the stack each CPU's RSP is in, word 0 read as a record header.
 expect_look stack_end_overwritten stackend 0 \
