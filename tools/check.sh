@@ -48,7 +48,7 @@
 #                     4800; .ci/run sets it to 85 minutes less what came
 #                     before).  No nested attempt starts that could run
 #                     past it, its timeout and the steps after the VMs
-#                     (HGCLOCK_CHECK_TAIL_S, default 900) counted: the
+#                     (HGCLOCK_CHECK_TAIL_S, default 1000) counted: the
 #                     scenario is a skip saying so, or its retry is not
 #                     made.  A CI run cut off at 90 minutes says nothing.
 #
@@ -309,7 +309,7 @@ done
 nested_attempts=${HGCLOCK_NESTED_ATTEMPTS:-5}
 retry_budget=${HGCLOCK_RETRY_BUDGET:-2400}
 time_limit=${HGCLOCK_CHECK_TIME_LIMIT:-4800}
-tail_s=${HGCLOCK_CHECK_TAIL_S:-900}
+tail_s=${HGCLOCK_CHECK_TAIL_S:-1000}
 
 # attempt_fits ARGS...: whether an attempt of the nested scenario whose
 # tools/vm/nested arguments are ARGS (its --timeout; 900 s without one,
