@@ -14,7 +14,7 @@
 #   HGCLOCK_BENCH_CLOCKS    trace-cmd's clocks (default "local x86-tsc")
 #   HGCLOCK_BENCH_PROBE_BURST  hgclock record --probe-burst (default: its own)
 #   HGCLOCK_BENCH_ATTEMPTS  attempts per scenario (default 3)
-#   HGCLOCK_BENCH_COALESCE_US  the module's coalesce_stop_us (default: its own, 0)
+#   HGCLOCK_BENCH_COALESCE_US  the module's coalesce_stop_us (default: its own, 100000)
 #
 # Each failed attempt is classified (tools/bench/attempts.sh): a report of
 # ours fails the scenario and is not retried, the emulator's faults, hangs
