@@ -16,7 +16,10 @@ hold_events $(printf '%s\n' $events | grep -v '^-e$') || echo "guest: cannot hol
 insmod /hgclock.ko || exit 1
 hgclock agent --once --duration 900 2>/tmp/agent.log &
 agent=$!
-trace-cmd agent >/tmp/tc-agent.log 2>&1 &
+# --verbose=info: trace-cmd logs only critical messages by default, so
+# an agent that failed said nothing (an empty log, three times in the
+# week of 2026-12-07).
+trace-cmd agent --verbose=info >/tmp/tc-agent.log 2>&1 &
 tcagent=$!
 guest_sleepers 0.01
 # Marker pairings (hgclock pairmark, Documentation/sync.rst) into the
@@ -128,6 +131,14 @@ sed 's/^/guest: agent: /' /tmp/agent.log | tail -n 3
 # trace-cmd's agent: what it said when the host's trace-cmd record
 # failed (make demo, 2026-12-07: "cannot create output handle", exit
 # 22, on an empty host-guest.dat: the agent had sent nothing).
-sed 's/^/guest: tc-agent: /' /tmp/tc-agent.log | tail -n 8
+sed 's/^/guest: tc-agent: /' /tmp/tc-agent.log | tail -n 12
+if kill -0 "$tcagent" 2>/dev/null; then
+	echo "guest: tc-agent: still running"
+else
+	wait "$tcagent"
+	echo "guest: tc-agent: exited, status $?"
+fi
+# A trace-cmd that died of a signal leaves its line in the kernel's log.
+dmesg | grep -E 'trace-cmd|segfault|Out of memory' | tail -n 3 | sed 's/^/guest: tc-agent: dmesg: /'
 sed 's/^/guest: pairmark: /' /tmp/pairmark.log | tail -n 3
 echo "guest: done"

@@ -123,8 +123,12 @@ if [ -n "$hperf" ]; then
 	fi
 fi
 echo "merge: record -- trace-cmd record exit $rc, vCPU moves $(cat /tmp/moves 2>/dev/null)"
-tail -n 4 "$out/trace-cmd.log"
-sed 's/^/# record: /' "$out/record.err" | tail -n 5
+# All of a failed record's last lines (the agent's side is in the
+# guest's console: merge-guest.sh).
+lines=5
+[ "$rc" = 0 ] || lines=25
+tail -n "$lines" "$out/trace-cmd.log"
+sed 's/^/# record: /' "$out/record.err" | tail -n "$lines"
 tc=0
 grep -q 'not merging' "$out/record.err" && tc=1
 if [ "$spec" = domain:guest ]; then
