@@ -18,8 +18,9 @@ hgclock agent --once --duration 900 2>/tmp/agent.log &
 agent=$!
 # --verbose=info: trace-cmd logs only critical messages by default, so
 # an agent that failed said nothing (an empty log, three times in the
-# week of 2026-12-07).
-trace-cmd agent --verbose=info >/tmp/tc-agent.log 2>&1 &
+# week of 2026-12-07).  --notimeout: the host's trace-cmd waits for us
+# with no time limit (merge-host.sh says why), and so do we for it.
+trace-cmd agent --notimeout --verbose=info >/tmp/tc-agent.log 2>&1 &
 tcagent=$!
 guest_sleepers 0.01
 # Marker pairings (hgclock pairmark, Documentation/sync.rst) into the

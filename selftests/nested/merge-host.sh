@@ -99,10 +99,16 @@ fi
 # trace-cmd record -A, then merge what it wrote (host.dat, and the
 # guest's host-guest.dat found by the VM's name) into merged-record.txt.
 # trace-cmd's options before -A are the host's, after it the guest's.
+# --notimeout: trace-cmd waits 5 s at most for each message of the
+# guest's agent, and a metadata message later than that leaves the
+# guest's file empty (its read ends as if the guest had finished), so
+# that the record fails at its end with "cannot create output handle",
+# exit 22.  A nested guest under TCG takes longer than that to gather
+# its metadata (kallsyms, the event formats) when the host is busy.
 # shellcheck disable=SC2086
 (cd /tmp && "$tool" record -o "$out/merge.hgc" --guest "$spec" \
 	--merge "$out/merged-record.txt" --merge-host "$out/host.dat" -- \
-	trace-cmd record -o "$out/host.dat" -C local $host_events \
+	trace-cmd record -o "$out/host.dat" --notimeout -C local $host_events \
 	-A @3 --name guest -C local $guest_events sleep "$secs") >"$out/trace-cmd.log" 2>"$out/record.err"
 rc=$?
 touch /tmp/stop-moving
@@ -165,7 +171,7 @@ hog_phase() {
 	guest_wait HOG-AGENT-UP 120 >/dev/null || { echo "the guest never started its agent again" >"$out/hog.why"; return 1; }
 	# shellcheck disable=SC2086
 	(cd /tmp && timeout 400 "$tool" record -o "$out/hog.hgc" --guest "$spec" -- \
-		trace-cmd record -o "$out/hog-host.dat" -C local $host_events \
+		trace-cmd record -o "$out/hog-host.dat" --notimeout -C local $host_events \
 		-A @3 --name guest -C local $guest_events \
 		sh -c 'touch /tmp/hog-rec; n=0; while [ ! -e /tmp/hog-end ] && [ $n -lt 900 ]; do sleep 0.1; n=$((n + 1)); done') \
 		>"$out/hog-trace-cmd.log" 2>"$out/hog-record.err" &

@@ -10,7 +10,7 @@ hold_events sched:sched_switch || echo "guest: cannot hold the events"
 insmod /hgclock.ko || exit 1
 hgclock agent --once --duration 900 2>/tmp/agent.log &
 agent=$!
-trace-cmd agent >/tmp/tc-agent.log 2>&1 &
+trace-cmd agent --notimeout --verbose=info >/tmp/tc-agent.log 2>&1 &
 tcagent=$!
 # Wake-ups on both vCPUs: sched_switch events all along.
 guest_sleepers 0.02

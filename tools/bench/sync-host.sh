@@ -55,7 +55,8 @@ rc=0
 for clock in ${HGCLOCK_BENCH_CLOCKS:-local x86-tsc}; do
 	# trace-cmd picks its sync protocol from the clock (kvm for x86-tsc).
 	# Options before -A are the host's, after it the guest's; -o first.
-	(cd /tmp && trace-cmd record -o "$out/tc-$clock.dat" -C $clock -e sched:sched_switch \
+	# --notimeout: see selftests/nested/merge-host.sh.
+	(cd /tmp && trace-cmd record -o "$out/tc-$clock.dat" --notimeout -C $clock -e sched:sched_switch \
 		-A @3 --name guest -C $clock -e sched:sched_switch sleep "$secs") \
 		>"$out/tc-$clock.log" 2>&1 ||
 		echo "bench: trace-cmd record ($clock) failed (its figures will be missing)"
