@@ -31,10 +31,13 @@ if ! perf record -q -e cpu-clock -a -F 999 -o "$tmp/perf.data" -- sleep "$secs" 
 	exit 1
 fi
 samples=$(perf script -i "$tmp/perf.data" -F comm,tid,cpu,time,event,ip,sym,dso --ns 2>/dev/null | wc -l)
+# Each writes its output to a file in $tmp: perf script through its
+# standard output (as a user redirects it), the merge with -o.
 ms() { local t0 t1; t0=$(date +%s%N); "$@" >/dev/null 2>&1 || return 1; t1=$(date +%s%N); echo $(((t1 - t0) / 1000000)); }
 ps=() hm=()
 for i in 1 2 3 4 5; do
-	ps+=("$(ms perf script -i "$tmp/perf.data" -F comm,tid,cpu,time,event,ip,sym,dso --ns)") || exit 1
+	ps+=("$(ms sh -c 'exec perf script -i "$1" -F comm,tid,cpu,time,event,ip,sym,dso --ns >"$2"' \
+		sh "$tmp/perf.data" "$tmp/ps.txt")") || exit 1
 	hm+=("$(ms "$tool" merge "$build/unit/data/merge.hgc" --perf "$tmp/perf.data" \
 		--force -q -o "$tmp/out.txt")") || { echo "perf.sh: hgclock merge failed" >&2; exit 1; }
 done
