@@ -1008,6 +1008,45 @@ TEST_F_TIMEOUT(rec, app_perf_clock_on_local_timeline, 600)
 	unlink(hpath);
 }
 
+/*
+ * A host application on 16 CPUs, its records in turns (CPU 15, 14, ...,
+ * 0, 15, ...; in each turn CPU 0's is the earliest, so most wait in a
+ * queue): every event comes out once, in time order, and the file is
+ * read once, not once per CPU (each CPU's stream used to read the whole
+ * file for its records: 16 times as many reads here).
+ */
+TEST_F_TIMEOUT(rec, app_file_read_once_for_all_cpus, 600)
+{
+	enum { CPUS = 16, PER_CPU = 64 };
+	static struct app_ev ev[CPUS * PER_CPU];
+	struct app_ev one;
+	struct hgm_options opt = { 0 };
+	struct app_seen *s = calloc(1, sizeof(*s));
+	char path[64];
+
+	ASSERT_NE(NULL, s);
+	ASSERT_EQ(1, sample_trace(data("host.dat"), 1000000, &one, 1, HGEV_KIND_INSTANT, 900));
+	for (size_t i = 0; i < CPUS * PER_CPU; i++) {
+		ev[i] = one;
+		/* In each turn the last CPU first, the first CPU's time first. */
+		ev[i].cpu = (uint32_t)(CPUS - 1 - i % CPUS);
+		ev[i].ts = one.ts + i / CPUS * 1000 + ev[i].cpu;
+		ev[i].text = "turn";
+	}
+	ASSERT_EQ(0, write_app(path, HGEV_CLOCK_LOCAL, "", ev, CPUS * PER_CPU));
+	ASSERT_EQ(0, hgm_add_input(&self->m, data("host.dat"), -1, self->err, sizeof(self->err)));
+	ASSERT_EQ(0, hgm_add_app_input(&self->m, path, -1, self->err, sizeof(self->err)))
+		TH_LOG("%s", self->err);
+	ASSERT_EQ(0, hgm_start(&self->m, &self->sync, &opt, self->err, sizeof(self->err)))
+		TH_LOG("%s", self->err);
+	ASSERT_EQ(0, hgm_run(&self->m, host_app_emit, s));
+	EXPECT_EQ((size_t)CPUS * PER_CPU, s->app_n);
+	EXPECT_EQ(0, s->back_steps);
+	EXPECT_EQ((uint64_t)CPUS * PER_CPU, self->m.nr_app_reads);
+	free(s);
+	unlink(path);
+}
+
 /* The outputs: "app:NAME", the kind, the process's name and the tag; B/E in the JSON. */
 TEST_F(rec, app_events_in_both_outputs)
 {

@@ -47,3 +47,28 @@ echo "BENCH perf.samples $samples samples"
 echo "BENCH perf.perf_script_ms $p ms"
 echo "BENCH perf.merge_ms $h ms"
 awk -v h="$h" -v p="$p" 'BEGIN { if (p > 0) printf "BENCH perf.merge_vs_perf_script %.3f ratio\n", h / p }'
+
+# The same samples as perf script's text, their CPUs given in turn among
+# 2 and then among 64 (the times kept): the merge of a many-CPU host's
+# samples against a 2-CPU one's.  Each CPU is a stream of the merge, and
+# until 2026-12-07 each stream read the whole file: 64 CPUs took about
+# 10 times as long.  Now the file is read once (merge.c, "hgm_app_reader").
+perf script -i "$tmp/perf.data" -F comm,tid,cpu,time,event,ip,sym,dso --ns --header \
+	>"$tmp/ps.txt" 2>/dev/null || { echo "perf.sh: perf script failed" >&2; exit 1; }
+for c in 2 64; do
+	awk -v c="$c" '/^#/ { print; next }
+		{ if (match($0, /\[[0-9]+\]/)) { $0 = substr($0, 1, RSTART - 1) sprintf("[%03d]", n % c) substr($0, RSTART + RLENGTH); n++ } print }' \
+		"$tmp/ps.txt" >"$tmp/ps$c.txt"
+done
+t2=() t64=()
+for i in 1 2 3 4 5; do
+	for c in 2 64; do
+		t=$(ms "$tool" merge "$build/unit/data/merge.hgc" --perf "$tmp/ps$c.txt" --force -q \
+			-o "$tmp/out$c.txt") || { echo "perf.sh: hgclock merge of ps$c.txt failed" >&2; exit 1; }
+		if [ "$c" = 2 ]; then t2+=("$t"); else t64+=("$t"); fi
+	done
+done
+a=$(med "${t2[@]}") b=$(med "${t64[@]}")
+echo "BENCH perf.text_merge_2cpus_ms $a ms"
+echo "BENCH perf.text_merge_64cpus_ms $b ms"
+awk -v a="$a" -v b="$b" 'BEGIN { if (a > 0) printf "BENCH perf.text_merge_64cpus_over_2cpus %.3f ratio\n", b / a }'

@@ -43,9 +43,48 @@ struct hgm_stream {
 	bool learn_only;
 	struct hgm_event ev;		/* the stream's next event (ev.rec or ev.app set) */
 	uint64_t last_host_ts;		/* where its unmapped events go */
-	/* an application file's CPU: its own reader, skipping the other CPUs' records */
-	FILE *app_f;
+	/*
+	 * An event file's CPU: its records come from the file's one reader
+	 * (struct hgm_app_reader), through @app_queue when the reader met
+	 * them while looking for another CPU's.  @app_rec is the event's.
+	 */
+	struct hgm_app_reader *app;
+	struct hgm_app_qrec *app_queue, *app_queue_tail;
 	struct hgev_rec *app_rec;
+};
+
+/*
+ * An application's or perf's event file holds the records of all its
+ * CPUs in one sequence.  Each CPU is a stream of the merge, and each
+ * stream used to read the whole file for its own records: with N CPUs,
+ * N passes (a perf.data of a 64-CPU host took 10 times as long to merge
+ * as the same samples on 2 CPUs).  Now one reader per file and merge
+ * reads it once, front to back: a record of the CPU whose stream asks
+ * is that stream's next; one of another CPU read on the way is copied
+ * into that CPU's queue, to be taken when its stream asks (records of
+ * CPUs no stream of this merge reads, another shard's, are passed over).
+ *
+ * What waits in the queues is what the file holds ahead of the merge's
+ * order: a few records per CPU for files in time order (perf script's;
+ * libhgclock's, whose threads' buffers are written as they fill), all
+ * of one CPU's records for a file that holds them before another CPU's.
+ * Owned by the merge's one thread, like its streams.
+ */
+struct hgm_app_qrec {
+	struct hgm_app_qrec *next;
+	uint64_t ts;
+	uint32_t cpu, tid;
+	uint8_t kind, flags;
+	uint16_t name_len, text_len, size;
+	char str[];			/* name, NUL, text, NUL */
+};
+
+struct hgm_app_reader {
+	FILE *f;			/* NULL: not an event file, or not read */
+	bool ended;			/* its end, or a record that fails now */
+	int nr_cpus;
+	struct hgm_stream **by_cpu;	/* nr_cpus: each CPU's stream, or NULL */
+	struct hgev_rec *rec;		/* the record being read */
 };
 
 /* ---- the heap ---- */
@@ -171,22 +210,96 @@ static void annotate_guest(struct hgm *m, struct hgm_stream *st)
 	}
 }
 
+/* A copy of @r at the end of @st's queue; false without memory. */
+static bool app_enqueue(struct hgm_stream *st, const struct hgev_rec *r)
+{
+	struct hgm_app_qrec *q = malloc(sizeof(*q) + r->name_len + r->text_len + 2u);
+
+	if (!q)
+		return false;
+	q->next = NULL;
+	q->ts = r->ts;
+	q->cpu = r->cpu;
+	q->tid = r->tid;
+	q->kind = r->kind;
+	q->flags = r->flags;
+	q->name_len = r->name_len;
+	q->text_len = r->text_len;
+	q->size = r->size;
+	memcpy(q->str, r->name, r->name_len + 1u);
+	memcpy(q->str + r->name_len + 1, r->text, r->text_len + 1u);
+	if (st->app_queue_tail)
+		st->app_queue_tail->next = q;
+	else
+		st->app_queue = q;
+	st->app_queue_tail = q;
+	return true;
+}
+
+/* The first record of @st's queue into st->app_rec, taken off the queue. */
+static void app_dequeue(struct hgm_stream *st)
+{
+	struct hgm_app_qrec *q = st->app_queue;
+	struct hgev_rec *r = st->app_rec;
+
+	st->app_queue = q->next;
+	if (!st->app_queue)
+		st->app_queue_tail = NULL;
+	r->ts = q->ts;
+	r->cpu = q->cpu;
+	r->tid = q->tid;
+	r->kind = q->kind;
+	r->flags = q->flags;
+	r->name_len = q->name_len;
+	r->text_len = q->text_len;
+	r->size = q->size;
+	memcpy(r->name, q->str, q->name_len + 1u);
+	memcpy(r->text, q->str + q->name_len + 1, q->text_len + 1u);
+	free(q);
+}
+
 /*
- * An application file's stream: its next record on this CPU.  The file
- * was checked whole when it was added; a record that fails now (the
- * file changed under the merge) ends the stream, as the end does.
+ * Reads on until a record of @st's CPU, which becomes st->app_rec; false
+ * at the file's end.  The file was checked whole when it was added; a
+ * record that fails now (the file changed under the merge) ends the
+ * reading, as the end does, and so does a copy without memory (the
+ * stream's remaining events are then missing, as after a damaged record).
  */
+static bool app_read_for(struct hgm *m, struct hgm_stream *st)
+{
+	struct hgm_app_reader *rd = st->app;
+	char why[256];
+
+	while (!rd->ended) {
+		struct hgev_rec *r = rd->rec;
+		struct hgm_stream *to;
+
+		if (hgev_read_record(rd->f, r, why, sizeof(why)) != 1)
+			break;
+		m->nr_app_reads++;
+		if (r->cpu == (uint32_t)st->cpu) {
+			/* Swapped, not copied: the stream's last event is spent. */
+			rd->rec = st->app_rec;
+			st->app_rec = r;
+			return true;
+		}
+		to = r->cpu < (uint32_t)rd->nr_cpus ? rd->by_cpu[r->cpu] : NULL;
+		if (to && !app_enqueue(to, r))
+			break;
+	}
+	rd->ended = true;
+	return false;
+}
+
+/* An application file's stream: its next record on this CPU. */
 static bool app_stream_next(struct hgm *m, struct hgm_stream *st)
 {
 	struct hgm_event *ev = &st->ev;
-	char why[256];
 
-	for (;;) {
-		if (hgev_read_record(st->app_f, st->app_rec, why, sizeof(why)) != 1)
-			return false;
-		if (st->app_rec->cpu == (uint32_t)st->cpu)
-			break;
-	}
+	if (st->app_queue)
+		app_dequeue(st);
+	else if (!app_read_for(m, st))
+		return false;
 	memset(ev, 0, sizeof(*ev));
 	ev->in = st->in;
 	ev->app = st->app_rec;
@@ -305,6 +418,50 @@ static bool teaches_names(const struct hgm_input *in)
 		if (tep_find_event_by_name(in->tep, "sched", names[i]))
 			return true;
 	return false;
+}
+
+/*
+ * @st, a stream of event file @i, joins the file's reader (opened at its
+ * first stream: the header read again, the records after it).  0, or
+ * HGM_E_* with @err.
+ */
+static int app_reader_join(struct hgm *m, int i, struct hgm_stream *st, char *err,
+			   size_t err_len)
+{
+	struct hgm_app_reader *rd = &m->app_readers[i];
+	const struct hgm_input *in = &m->in[i];
+
+	if (!rd->f) {
+		struct hgev_header h;
+		char why[256];
+
+		rd->nr_cpus = in->nr_cpus;
+		rd->by_cpu = calloc((size_t)in->nr_cpus, sizeof(*rd->by_cpu));
+		rd->rec = malloc(sizeof(*rd->rec));
+		if (!rd->by_cpu || !rd->rec) {
+			set_err(err, err_len, "out of memory");
+			return HGM_E_SYSTEM;
+		}
+		rd->f = fopen(in->open_path, "rbe");
+		if (!rd->f) {
+			set_err(err, err_len, "%s: %s", in->path, strerror(errno));
+			return HGM_E_INPUT;
+		}
+		/* Read once, front to back: fewer, larger reads. */
+		setvbuf(rd->f, NULL, _IOFBF, 256u << 10);
+		if (hgev_read_header(rd->f, &h, why, sizeof(why))) {
+			set_err(err, err_len, "%s: %s (changed during the merge?)", in->path, why);
+			return HGM_E_INPUT;
+		}
+	}
+	st->app = rd;
+	st->app_rec = malloc(sizeof(*st->app_rec));
+	if (!st->app_rec) {
+		set_err(err, err_len, "out of memory");
+		return HGM_E_SYSTEM;
+	}
+	rd->by_cpu[st->cpu] = st;
+	return 0;
 }
 
 /* The bytes stream @c of @in holds, a weight for shard_streams(). */
@@ -495,6 +652,13 @@ int hgm_start(struct hgm *m, const struct hgsync *sync, const struct hgm_options
 			return HGM_E_SYSTEM;
 		}
 	}
+	m->app_readers = calloc((size_t)m->nr_in, sizeof(*m->app_readers));
+	if (!m->app_readers) {
+		set_err(err, err_len, "out of memory");
+		ret = HGM_E_SYSTEM;
+		goto out;
+	}
+	/* All the streams first: an event file's reader must know them all. */
 	m->nr_streams = 0;
 	n = 0;
 	for (int i = 0; i < m->nr_in; i++)
@@ -516,37 +680,27 @@ int hgm_start(struct hgm *m, const struct hgsync *sync, const struct hgm_options
 			st->cpu = c;
 			st->learn_only = other;
 			if (st->in->app) {
-				struct hgev_header h;
-				char why[256];
-
-				st->app_rec = malloc(sizeof(*st->app_rec));
-				st->app_f = fopen(st->in->open_path, "rbe");
-				if (!st->app_rec || !st->app_f) {
-					set_err(err, err_len, "%s: %s", st->in->path,
-						strerror(errno));
-					ret = st->app_rec ? HGM_E_INPUT : HGM_E_SYSTEM;
+				ret = app_reader_join(m, i, st, err, err_len);
+				if (ret)
 					goto out;
-				}
-				if (hgev_read_header(st->app_f, &h, why, sizeof(why))) {
-					set_err(err, err_len, "%s: %s (changed during the merge?)",
-						st->in->path, why);
-					ret = HGM_E_INPUT;
-					goto out;
-				}
 			}
-			if ((m->opt.progress || m->opt.span) && !st->learn_only) {
-				uint64_t last = stream_last_ts(m, st);
-
-				if (last > m->last_ts)
-					m->last_ts = last;
-			}
-			if (!stream_next(m, st, true))
-				continue;
-			if (!(st->ev.flags & HGM_EV_UNMAPPED) && st->ev.host_ts < m->first_ts &&
-			    !st->learn_only)
-				m->first_ts = st->ev.host_ts;
-			m->heap[m->heap_len++] = st;
 		}
+	for (int k = 0; k < m->nr_streams; k++) {
+		struct hgm_stream *st = &m->streams[k];
+
+		if ((m->opt.progress || m->opt.span) && !st->learn_only) {
+			uint64_t last = stream_last_ts(m, st);
+
+			if (last > m->last_ts)
+				m->last_ts = last;
+		}
+		if (!stream_next(m, st, true))
+			continue;
+		if (!(st->ev.flags & HGM_EV_UNMAPPED) && st->ev.host_ts < m->first_ts &&
+		    !st->learn_only)
+			m->first_ts = st->ev.host_ts;
+		m->heap[m->heap_len++] = st;
+	}
 	for (int i = m->heap_len / 2; i-- > 0;)
 		sift_down(m, i);
 out:
@@ -786,10 +940,24 @@ void hgm_close(struct hgm *m)
 
 		if (st->ev.rec)
 			tracecmd_free_record(st->ev.rec);
-		if (st->app_f)
-			fclose(st->app_f);
+		while (st->app_queue) {
+			struct hgm_app_qrec *q = st->app_queue;
+
+			st->app_queue = q->next;
+			free(q);
+		}
 		free(st->app_rec);
 	}
+	for (int i = 0; m->app_readers && i < m->nr_in; i++) {
+		struct hgm_app_reader *rd = &m->app_readers[i];
+
+		if (rd->f)
+			fclose(rd->f);
+		free(rd->by_cpu);
+		free(rd->rec);
+	}
+	free(m->app_readers);
+	m->app_readers = NULL;
 	for (int i = 0; i < m->nr_in; i++) {
 		/*
 		 * Closed, not given back: printing events taught its tep the

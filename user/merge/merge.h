@@ -186,6 +186,7 @@ struct hgm_options {
 };
 
 struct hgm_stream;
+struct hgm_app_reader;
 struct hgm_checked;
 
 /*
@@ -205,6 +206,8 @@ struct hgm {
 	struct hgm_checked *checked;
 	struct hgm_stream *streams;
 	int nr_streams;
+	struct hgm_app_reader *app_readers;	/* nr_in: an event file's one reader */
+	uint64_t nr_app_reads;		/* event-file records its readers read */
 	struct hgm_stream **heap;
 	int heap_len;
 	uint64_t first_ts, last_ts;	/* host-clock span, for progress */

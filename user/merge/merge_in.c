@@ -563,6 +563,7 @@ static int add_app_input(struct hgm *m, const char *path, const char *open_path,
 		set_err(err, err_len, "%s: %s", path, strerror(errno));
 		return HGM_E_INPUT;
 	}
+	setvbuf(f, NULL, _IOFBF, 256u << 10);	/* read whole, once */
 	if (hgev_read_header(f, &h, why, sizeof(why))) {
 		set_err(err, err_len, "%s: %s", path, why);
 		fclose(f);
