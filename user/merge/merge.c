@@ -15,6 +15,7 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -72,10 +73,8 @@ struct hgm_stream {
  */
 struct hgm_app_qrec {
 	struct hgm_app_qrec *next;
-	uint64_t ts;
-	uint32_t cpu, tid;
-	uint8_t kind, flags;
-	uint16_t name_len, text_len, size;
+	/* struct hgev_rec's fields before its name, as they are there */
+	unsigned char head[offsetof(struct hgev_rec, name)];
 	char str[];			/* name, NUL, text, NUL */
 };
 
@@ -218,14 +217,7 @@ static bool app_enqueue(struct hgm_stream *st, const struct hgev_rec *r)
 	if (!q)
 		return false;
 	q->next = NULL;
-	q->ts = r->ts;
-	q->cpu = r->cpu;
-	q->tid = r->tid;
-	q->kind = r->kind;
-	q->flags = r->flags;
-	q->name_len = r->name_len;
-	q->text_len = r->text_len;
-	q->size = r->size;
+	memcpy(q->head, r, sizeof(q->head));
 	memcpy(q->str, r->name, r->name_len + 1u);
 	memcpy(q->str + r->name_len + 1, r->text, r->text_len + 1u);
 	if (st->app_queue_tail)
@@ -245,16 +237,9 @@ static void app_dequeue(struct hgm_stream *st)
 	st->app_queue = q->next;
 	if (!st->app_queue)
 		st->app_queue_tail = NULL;
-	r->ts = q->ts;
-	r->cpu = q->cpu;
-	r->tid = q->tid;
-	r->kind = q->kind;
-	r->flags = q->flags;
-	r->name_len = q->name_len;
-	r->text_len = q->text_len;
-	r->size = q->size;
-	memcpy(r->name, q->str, q->name_len + 1u);
-	memcpy(r->text, q->str + q->name_len + 1, q->text_len + 1u);
+	memcpy(r, q->head, sizeof(q->head));
+	memcpy(r->name, q->str, r->name_len + 1u);
+	memcpy(r->text, q->str + r->name_len + 1, r->text_len + 1u);
 	free(q);
 }
 
