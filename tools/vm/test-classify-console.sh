@@ -217,6 +217,33 @@ expect rcu_stall_no_backtrace_loaded unexplained "rcu_preempt detected stalls" -
 grep -v 'hgclock:' "$tmp/steady/console.log" >"$tmp/stall-nomod.log"
 expect rcu_stall_not_loaded infra "rcu_preempt detected stalls" -- --rc 124 "$tmp/stall-nomod.log"
 
+# CI 2026-12-07, nested_moving_6.12: the nested guest's soft lockup
+# caught in user space (guest_sleepers' shell), hgclock loaded: the
+# kernel prints the user registers and no backtrace.  No kernel code
+# held the CPU: the vCPU did not run (Report.user_space()).
+cat >"$tmp/user-lockup.log" <<'EOF2'
+[   12.100000] hgclock: loading out-of-tree module taints kernel.
+[  161.000001] watchdog: BUG: soft lockup - CPU#1 stuck for 21s! [sh:646]
+[  161.000002] Modules linked in: hgclock(OE) vmw_vsock_virtio_transport msr
+[  161.000003] CPU: 1 UID: 0 PID: 646 Comm: sh Tainted: G           OE      6.12.117+deb12-amd64 #1
+[  161.000004] Hardware name: QEMU Standard PC (i440FX + PIIX, 1996), BIOS 1.16.3-debian-1.16.3-2 04/01/2014
+[  161.000005] RIP: 0033:0x7f3c9b2e1d37
+[  161.000006] Code: Unable to access opcode bytes at 0x7f3c9b2e1d0d.
+[  161.000007] RSP: 002b:00007ffc5a1e6c48 EFLAGS: 00000246
+[  161.000008] RAX: 0000000000000000 RBX: 00007ffc5a1e6d30 RCX: 00007f3c9b2e1d37
+[  161.000009] RBP: 0000000000000000 R08: 0000000000000000 R09: 0000000000000000
+EOF2
+sed 's/^/guest| /' "$tmp/user-lockup.log" >"$tmp/user-lockup.out"
+echo 'not ok 9 nested_moving.record' >>"$tmp/user-lockup.out"
+expect soft_lockup_user_space infra "at user space (RIP 0033:0x7f3c9b2e1d37)" -- --rc 1 "$tmp/user-lockup.out"
+# The same in hgclock's own tool: an ioctl of ours that returned with
+# interrupts off would be caught there, so it stays unexplained.
+sed 's/\[sh:646\]/[hgclock:646]/; s/Comm: sh /Comm: hgclock /' "$tmp/user-lockup.log" >"$tmp/user-lockup-hg.log"
+expect soft_lockup_user_space_hgclock_task unexplained "no readable backtrace" -- --rc 1 "$tmp/user-lockup-hg.log"
+# A soft lockup in the kernel without its backtrace stays unexplained.
+sed 's/RIP: 0033:0x7f3c9b2e1d37/RIP: 0010:0xffffffffc0a1b2c3/' "$tmp/user-lockup.log" >"$tmp/kernel-lockup.log"
+expect soft_lockup_kernel_bare_rip unexplained "soft lockup" -- --rc 1 "$tmp/kernel-lockup.log"
+
 # The same unreadable stall in a VM that then hung until the timeout,
 # with the emulator's last look at its vCPUs (tools/vm/last-look, as
 # tools/vm/run writes it into the log directory and prints it).
