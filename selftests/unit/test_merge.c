@@ -1047,6 +1047,82 @@ TEST_F_TIMEOUT(rec, app_file_read_once_for_all_cpus, 600)
 	unlink(path);
 }
 
+/*
+ * An event file that changes between its check (hgm_add_app_input()) and
+ * its reading: the merge stops reading it at the damage and says so
+ * through hgm_read_error(), never a silently shorter output.
+ */
+TEST_F(rec, app_file_damaged_after_check_is_an_error)
+{
+	enum { N = 64, DAMAGED = 10 };
+	static struct app_ev ev[N];
+	unsigned char buf[HGEV_REC_MAX], junk[HGEV_REC_MAX];
+	struct app_ev one;
+	struct hgm_options opt = { 0 };
+	struct app_seen *s = calloc(1, sizeof(*s));
+	char path[64], err[512] = "";
+	size_t sz;
+	FILE *f;
+
+	ASSERT_NE(NULL, s);
+	ASSERT_EQ(1, sample_trace(data("host.dat"), 1000000, &one, 1, HGEV_KIND_INSTANT, 900));
+	for (size_t i = 0; i < N; i++) {
+		ev[i] = one;
+		ev[i].cpu = (uint32_t)(i % 2);
+		ev[i].ts = one.ts + i * 1000;
+		ev[i].text = "tick";
+	}
+	ASSERT_EQ(0, write_app(path, HGEV_CLOCK_LOCAL, "", ev, N));
+	ASSERT_EQ(0, hgm_add_input(&self->m, data("host.dat"), -1, self->err, sizeof(self->err)));
+	ASSERT_EQ(0, hgm_add_app_input(&self->m, path, -1, self->err, sizeof(self->err)))
+		TH_LOG("%s", self->err);
+	/* Every record has the same size: the DAMAGED-th one is overwritten. */
+	sz = hgev_encode_record(buf, ev[0].kind, HGEV_REC_EXACT, ev[0].cpu, ev[0].ts, ev[0].tid,
+				ev[0].name, ev[0].text);
+	ASSERT_LT(0, sz);
+	memset(junk, 0xff, sz);
+	f = fopen(path, "r+b");
+	ASSERT_NE(NULL, f);
+	ASSERT_EQ(0, fseek(f, (long)(HGEV_HEADER_SIZE + DAMAGED * sz), SEEK_SET));
+	ASSERT_EQ(sz, fwrite(junk, 1, sz, f));
+	ASSERT_EQ(0, fclose(f));
+	ASSERT_EQ(0, hgm_start(&self->m, &self->sync, &opt, self->err, sizeof(self->err)))
+		TH_LOG("%s", self->err);
+	ASSERT_EQ(0, hgm_run(&self->m, host_app_emit, s));
+	EXPECT_EQ((size_t)DAMAGED, s->app_n);
+	EXPECT_EQ(HGM_E_INPUT, hgm_read_error(&self->m, err, sizeof(err)));
+	EXPECT_NE(NULL, strstr(err, path)) TH_LOG("%s", err);
+	EXPECT_NE(NULL, strstr(err, "reading stopped before its end")) TH_LOG("%s", err);
+	free(s);
+	unlink(path);
+}
+
+/* A file read to its end: no read error. */
+TEST_F(rec, app_file_whole_no_read_error)
+{
+	struct app_ev ev[4];
+	struct hgm_options opt = { 0 };
+	struct app_seen *s = calloc(1, sizeof(*s));
+	char path[64], err[512] = "";
+
+	ASSERT_NE(NULL, s);
+	ASSERT_EQ(1, sample_trace(data("host.dat"), 1000000, ev, 1, HGEV_KIND_INSTANT, 900));
+	for (size_t i = 1; i < 4; i++) {
+		ev[i] = ev[0];
+		ev[i].ts += i;
+	}
+	ASSERT_EQ(0, write_app(path, HGEV_CLOCK_LOCAL, "", ev, 4));
+	ASSERT_EQ(0, hgm_add_input(&self->m, data("host.dat"), -1, self->err, sizeof(self->err)));
+	ASSERT_EQ(0, hgm_add_app_input(&self->m, path, -1, self->err, sizeof(self->err)));
+	ASSERT_EQ(0, hgm_start(&self->m, &self->sync, &opt, self->err, sizeof(self->err)));
+	ASSERT_EQ(0, hgm_run(&self->m, host_app_emit, s));
+	EXPECT_EQ(4, s->app_n);
+	EXPECT_EQ(0, hgm_read_error(&self->m, err, sizeof(err)));
+	EXPECT_STREQ("", err);
+	free(s);
+	unlink(path);
+}
+
 /* The outputs: "app:NAME", the kind, the process's name and the tag; B/E in the JSON. */
 TEST_F(rec, app_events_in_both_outputs)
 {

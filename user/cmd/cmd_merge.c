@@ -348,6 +348,9 @@ static int merge_one_thread(const struct hgm_par *par, struct hgm_par_result *re
 		goto out;
 	}
 	outs.json = NULL;
+	ret = hgm_read_error(&m, err, err_len);
+	if (ret)
+		goto out;
 	hgm_result(&m, res);
 	ret = 0;
 	goto out;

@@ -405,6 +405,8 @@ static int merge_run(const struct hgm_par *par, const struct hga_reports *rep,
 		snprintf(err, err_len, "--analyze: out of memory");
 		ret = HGM_E_SYSTEM;
 	}
+	if (!ret)
+		ret = hgm_read_error(&m, err, err_len);
 	if (!ret && rep && rep->counts)
 		hgm_result(&m, rep->counts);
 	if (!ret && text && f.nr_unplaced)

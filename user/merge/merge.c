@@ -243,6 +243,24 @@ static void app_dequeue(struct hgm_stream *st)
 	free(q);
 }
 
+/* The first reason an event file's reading stopped early, kept for hgm_read_error(). */
+static void app_read_failed(struct hgm *m, const struct hgm_input *in, int code, const char *why)
+{
+	if (m->app_error_code)
+		return;
+	m->app_error_code = code;
+	set_err(m->app_error, sizeof(m->app_error),
+		"%s: reading stopped before its end (%s): its later events are missing",
+		in->path, why);
+}
+
+int hgm_read_error(const struct hgm *m, char *err, size_t err_len)
+{
+	if (m->app_error_code)
+		set_err(err, err_len, "%s", m->app_error);
+	return m->app_error_code;
+}
+
 /*
  * Reads on until a record of @st's CPU, which becomes st->app_rec; false
  * at the file's end.  The file was checked whole when it was added; a
@@ -254,13 +272,24 @@ static bool app_read_for(struct hgm *m, struct hgm_stream *st)
 {
 	struct hgm_app_reader *rd = st->app;
 	char why[256];
+	int rc;
 
 	while (!rd->ended) {
 		struct hgev_rec *r = rd->rec;
 		struct hgm_stream *to;
 
-		if (hgev_read_record(rd->f, r, why, sizeof(why)) != 1)
+		rc = hgev_read_record(rd->f, r, why, sizeof(why));
+		if (rc != 1) {
+			/*
+			 * The end (0), or the unfinished record that the
+			 * check at hgm_add_app_input() found there (-2 with
+			 * app_tail_bytes): anything else is a file that
+			 * changed since.
+			 */
+			if (rc == -1 || (rc == -2 && !st->in->app_tail_bytes))
+				app_read_failed(m, st->in, HGM_E_INPUT, why);
 			break;
+		}
 		m->nr_app_reads++;
 		if (r->cpu == (uint32_t)st->cpu) {
 			/* Swapped, not copied: the stream's last event is spent. */
@@ -269,8 +298,11 @@ static bool app_read_for(struct hgm *m, struct hgm_stream *st)
 			return true;
 		}
 		to = r->cpu < (uint32_t)rd->nr_cpus ? rd->by_cpu[r->cpu] : NULL;
-		if (to && !app_enqueue(to, r))
+		if (to && !app_enqueue(to, r)) {
+			app_read_failed(m, st->in, HGM_E_SYSTEM,
+					"out of memory for a record waiting for its CPU's turn");
 			break;
+		}
 	}
 	rd->ended = true;
 	return false;

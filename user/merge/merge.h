@@ -208,6 +208,13 @@ struct hgm {
 	int nr_streams;
 	struct hgm_app_reader *app_readers;	/* nr_in: an event file's one reader */
 	uint64_t nr_app_reads;		/* event-file records its readers read */
+	/*
+	 * Why an event file's reader stopped before the file's end (the
+	 * file changed under the merge, or no memory for a queued record),
+	 * "" if none did: hgm_read_error() says it.
+	 */
+	char app_error[320];
+	int app_error_code;		/* its HGM_E_*, 0 if none */
 	struct hgm_stream **heap;
 	int heap_len;
 	uint64_t first_ts, last_ts;	/* host-clock span, for progress */
@@ -260,6 +267,14 @@ int hgm_start(struct hgm *m, const struct hgsync *sync, const struct hgm_options
  * on, else stops the merge with that value).  Returns 0 or @emit's value.
  */
 int hgm_run(struct hgm *m, int (*emit)(void *ctx, const struct hgm_event *ev), void *ctx);
+
+/*
+ * After hgm_run() returned 0: 0 if every input was read to its end, else
+ * an HGM_E_* with the message in @err (an event file whose reader had to
+ * stop early: its later events are missing from what was emitted, so the
+ * output must not be taken as whole).
+ */
+int hgm_read_error(const struct hgm *m, char *err, size_t err_len);
 
 /* Percent of the span [first_ts, last_ts] that @host_ts has reached. */
 unsigned int hgm_percent(uint64_t first_ts, uint64_t last_ts, uint64_t host_ts);

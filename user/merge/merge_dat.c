@@ -625,6 +625,8 @@ int hgm_dat_run(const struct hgm_par *par, const char *path, struct hgm_dat_resu
 			 strerror(d.failed_errno));
 		ret = HGM_E_SYSTEM;
 	}
+	if (!ret)
+		ret = hgm_read_error(&m, err, err_len);
 	for (int i = 0; !ret && i < d.nr_mach; i++)
 		ret = write_machine(&d, &d.mach[i], err, err_len);
 	/* All written: each renamed into place; a failure keeps the old files. */

@@ -205,6 +205,8 @@ static void *worker_main(void *arg)
 	if (ret && !w->stop && !w->failed) {
 		w->failed = HGM_E_SYSTEM;
 		snprintf(w->err, sizeof(w->err), "formatting events: %s", strerror(errno ? errno : ENOMEM));
+	} else if (!ret && !w->failed) {
+		w->failed = hgm_read_error(&w->m, w->err, sizeof(w->err));
 	}
 	w->done = 1;
 	pthread_cond_broadcast(&w->cond);

@@ -1198,6 +1198,9 @@ int hgm_pf_run(const struct hgm_par *par, FILE *out, struct hgm_pf_result *res,
 		ret = HGM_E_SYSTEM;
 		goto out;
 	}
+	ret = hgm_read_error(&m, err, err_len);
+	if (ret)
+		goto out;
 	/*
 	 * The analysis's pass needs its own merge of the inputs: hgm_run()
 	 * has handed this one's events out.  It also writes the reports

@@ -292,6 +292,8 @@ int hgm_report_run(const struct hgm_par *par, const int *keys, int nr_keys, FILE
 		snprintf(err, err_len, "--report: out of memory");
 		ret = HGM_E_SYSTEM;
 	}
+	if (!ret)
+		ret = hgm_read_error(&m, err, err_len);
 	if (!ret && print_report(&r, out)) {
 		snprintf(err, err_len, "writing the report: %s", strerror(errno));
 		ret = HGM_E_SYSTEM;
