@@ -30,14 +30,16 @@ if ! perf record -q -e cpu-clock -a -F 999 -o "$tmp/perf.data" -- sleep "$secs" 
 	echo "perf.sh: perf record failed: $(tail -n 2 "$tmp/rec.log")" >&2
 	exit 1
 fi
-samples=$(perf script -i "$tmp/perf.data" -F comm,tid,cpu,time,event,ip,sym,dso --ns 2>/dev/null | wc -l)
+# The fields hgclock merge --perf asks perf script for (perf_in.c's PERF_FIELDS).
+fields=comm,tid,cpu,time,event,ip,sym,dso
+samples=$(perf script -i "$tmp/perf.data" -F "$fields" --ns 2>/dev/null | wc -l)
 # Each writes its output to a file in $tmp: perf script through its
 # standard output (as a user redirects it), the merge with -o.
 ms() { local t0 t1; t0=$(date +%s%N); "$@" >/dev/null 2>&1 || return 1; t1=$(date +%s%N); echo $(((t1 - t0) / 1000000)); }
 ps=() hm=()
 for i in 1 2 3 4 5; do
-	ps+=("$(ms sh -c 'exec perf script -i "$1" -F comm,tid,cpu,time,event,ip,sym,dso --ns >"$2"' \
-		sh "$tmp/perf.data" "$tmp/ps.txt")") || exit 1
+	ps+=("$(ms sh -c 'exec perf script -i "$1" -F "$3" --ns >"$2"' \
+		sh "$tmp/perf.data" "$tmp/ps.txt" "$fields")") || exit 1
 	hm+=("$(ms "$tool" merge "$build/unit/data/merge.hgc" --perf "$tmp/perf.data" \
 		--force -q -o "$tmp/out.txt")") || { echo "perf.sh: hgclock merge failed" >&2; exit 1; }
 done
@@ -53,7 +55,7 @@ awk -v h="$h" -v p="$p" 'BEGIN { if (p > 0) printf "BENCH perf.merge_vs_perf_scr
 # samples against a 2-CPU one's.  Each CPU is a stream of the merge, and
 # until 2026-12-07 each stream read the whole file: 64 CPUs took about
 # 10 times as long.  Now the file is read once (merge.c, "hgm_app_reader").
-perf script -i "$tmp/perf.data" -F comm,tid,cpu,time,event,ip,sym,dso --ns --header \
+perf script -i "$tmp/perf.data" -F "$fields" --ns --header \
 	>"$tmp/ps.txt" 2>/dev/null || { echo "perf.sh: perf script failed" >&2; exit 1; }
 for c in 2 64; do
 	awk -v c="$c" '/^#/ { print; next }
