@@ -1097,13 +1097,19 @@ TEST_F(rec, app_file_damaged_after_check_is_an_error)
 	unlink(path);
 }
 
-/* A file read to its end: no read error. */
+/*
+ * A file read to its end: no read error.  Records appended after the
+ * check (a file still being written) are not read: they were not checked.
+ */
 TEST_F(rec, app_file_whole_no_read_error)
 {
 	struct app_ev ev[4];
 	struct hgm_options opt = { 0 };
 	struct app_seen *s = calloc(1, sizeof(*s));
+	unsigned char buf[HGEV_REC_MAX];
 	char path[64], err[512] = "";
+	size_t sz;
+	FILE *f;
 
 	ASSERT_NE(NULL, s);
 	ASSERT_EQ(1, sample_trace(data("host.dat"), 1000000, ev, 1, HGEV_KIND_INSTANT, 900));
@@ -1114,6 +1120,14 @@ TEST_F(rec, app_file_whole_no_read_error)
 	ASSERT_EQ(0, write_app(path, HGEV_CLOCK_LOCAL, "", ev, 4));
 	ASSERT_EQ(0, hgm_add_input(&self->m, data("host.dat"), -1, self->err, sizeof(self->err)));
 	ASSERT_EQ(0, hgm_add_app_input(&self->m, path, -1, self->err, sizeof(self->err)));
+	/* One more record, and half of another, after the check. */
+	sz = hgev_encode_record(buf, ev[0].kind, HGEV_REC_EXACT, ev[0].cpu, ev[3].ts + 1,
+				ev[0].tid, ev[0].name, ev[0].text);
+	f = fopen(path, "ab");
+	ASSERT_NE(NULL, f);
+	ASSERT_EQ(sz, fwrite(buf, 1, sz, f));
+	ASSERT_EQ(sz / 2, fwrite(buf, 1, sz / 2, f));
+	ASSERT_EQ(0, fclose(f));
 	ASSERT_EQ(0, hgm_start(&self->m, &self->sync, &opt, self->err, sizeof(self->err)));
 	ASSERT_EQ(0, hgm_run(&self->m, host_app_emit, s));
 	EXPECT_EQ(4, s->app_n);

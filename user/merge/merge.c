@@ -81,6 +81,7 @@ struct hgm_app_qrec {
 struct hgm_app_reader {
 	FILE *f;			/* NULL: not an event file, or not read */
 	bool ended;			/* its end, or a record that fails now */
+	uint64_t nr_read;		/* records read: at most in->app_records */
 	int nr_cpus;
 	struct hgm_stream **by_cpu;	/* nr_cpus: each CPU's stream, or NULL */
 	struct hgev_rec *rec;		/* the record being read */
@@ -274,22 +275,26 @@ static bool app_read_for(struct hgm *m, struct hgm_stream *st)
 	char why[256];
 	int rc;
 
-	while (!rd->ended) {
+	/*
+	 * Only the records that hgm_add_app_input() checked are read: a file
+	 * still being written may have more, unchecked, and those are left
+	 * out as its unfinished tail is.  One of them that cannot be read
+	 * now means the file changed since its check.
+	 */
+	while (!rd->ended && rd->nr_read < st->in->app_records) {
 		struct hgev_rec *r = rd->rec;
 		struct hgm_stream *to;
 
 		rc = hgev_read_record(rd->f, r, why, sizeof(why));
 		if (rc != 1) {
-			/*
-			 * The end (0), or the unfinished record that the
-			 * check at hgm_add_app_input() found there (-2 with
-			 * app_tail_bytes): anything else is a file that
-			 * changed since.
-			 */
-			if (rc == -1 || (rc == -2 && !st->in->app_tail_bytes))
-				app_read_failed(m, st->in, HGM_E_INPUT, why);
+			if (rc == 0)
+				snprintf(why, sizeof(why), "the file ends after %" PRIu64
+					 " of the %" PRIu64 " records it had", rd->nr_read,
+					 st->in->app_records);
+			app_read_failed(m, st->in, HGM_E_INPUT, why);
 			break;
 		}
+		rd->nr_read++;
 		m->nr_app_reads++;
 		if (r->cpu == (uint32_t)st->cpu) {
 			/* Swapped, not copied: the stream's last event is spent. */
