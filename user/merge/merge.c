@@ -264,10 +264,11 @@ int hgm_read_error(const struct hgm *m, char *err, size_t err_len)
 
 /*
  * Reads on until a record of @st's CPU, which becomes st->app_rec; false
- * at the file's end.  The file was checked whole when it was added; a
- * record that fails now (the file changed under the merge) ends the
- * reading, as the end does, and so does a copy without memory (the
- * stream's remaining events are then missing, as after a damaged record).
+ * at the end of the records hgm_add_app_input() checked (a file still
+ * being written may have more: unchecked, left out as its unfinished
+ * tail is).  A checked record that cannot be read now (the file changed
+ * under the merge) or a copy without memory also ends the reading, and
+ * is kept for hgm_read_error(): the remaining events are missing.
  */
 static bool app_read_for(struct hgm *m, struct hgm_stream *st)
 {
@@ -275,12 +276,6 @@ static bool app_read_for(struct hgm *m, struct hgm_stream *st)
 	char why[256];
 	int rc;
 
-	/*
-	 * Only the records that hgm_add_app_input() checked are read: a file
-	 * still being written may have more, unchecked, and those are left
-	 * out as its unfinished tail is.  One of them that cannot be read
-	 * now means the file changed since its check.
-	 */
 	while (!rd->ended && rd->nr_read < st->in->app_records) {
 		struct hgev_rec *r = rd->rec;
 		struct hgm_stream *to;
