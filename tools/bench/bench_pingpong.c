@@ -6,10 +6,17 @@
  * module absent, loaded, and loaded with both processes tracked, and
  * prints the ratios.
  *
- *   bench_pingpong ROUNDS [track [NR_OTHERS [NR_SESSIONS]]]
+ *   bench_pingpong ROUNDS [track|track1 [NR_OTHERS [NR_SESSIONS]]]
  *
  * With "track", both processes are tracked through HGCLOCK_IOC_TRACK (the
- * probes' full path for a tracked thread: lookup and a record per switch).
+ * probes' full path for a tracked thread: lookup and a record per switch;
+ * each switch puts one tracked thread in where another went out, so the
+ * module writes the STOP of the one coming in and its RUN, coalescing
+ * or not: a host CPU switching between two vCPUs).  With "track1", only
+ * this process is tracked: it stops and runs again on one CPU with only
+ * an untracked task in between, which the module coalesces (no record)
+ * when coalesce_stop_us is not 0: an idle vCPU that halts and wakes where
+ * it slept.
  * NR_OTHERS more threads, asleep, are tracked too: the table as full as
  * on a host with that many vCPUs, which must not slow the lookups down.
  * NR_SESSIONS (at least 1) open files of /dev/hgclock, each mapped as a
@@ -106,7 +113,8 @@ static void *sleeper_tid(void *arg)
 int main(int argc, char **argv)
 {
 	long rounds = argc > 1 ? atol(argv[1]) : 20000, i;
-	int track = argc > 2 && !strcmp(argv[2], "track");
+	int track1 = argc > 2 && !strcmp(argv[2], "track1");
+	int track = track1 || (argc > 2 && !strcmp(argv[2], "track"));
 	long nr_others = argc > 3 ? atol(argv[3]) : 0;
 	long nr_sessions = argc > 4 ? atol(argv[4]) : 0;
 	const char *stats = getenv("HGCLOCK_PROBE_STATS");
@@ -155,7 +163,8 @@ int main(int argc, char **argv)
 	close(pong[1]);
 	if (track) {
 		fd = hgclock_open(NULL);
-		if (fd < 0 || hgclock_track(fd, getpid(), 1) || hgclock_track(fd, child, 1)) {
+		if (fd < 0 || hgclock_track(fd, getpid(), 1) ||
+		    (!track1 && hgclock_track(fd, child, 1))) {
 			fprintf(stderr, "bench_pingpong: cannot track (module loaded? root?)\n");
 			return 1;
 		}

@@ -4,24 +4,27 @@
 #
 #  1. A pipe ping-pong on one CPU (bench_pingpong) with hgclock not
 #     loaded, loaded (the ping-pong threads untracked: the cost every task
-#     pays), loaded with both tracked, and with 300 more tracked threads;
-#     the states interleaved within each round, so that the VM's drift
-#     falls on all of them alike.  Medians of the rounds with an
-#     order-statistic confidence interval, and the same for the per-round
-#     ratios to "not loaded".
+#     pays), loaded with both tracked, with 300 more tracked threads, and
+#     with only one of the two tracked; the states interleaved within
+#     each round, so that the VM's drift falls on all of them alike.
+#     Medians of the rounds with an order-statistic confidence interval,
+#     and the same for the per-round ratios to "not loaded".
 #  2. The probes' own time, counted by the module (probe_stats=1, debugfs
 #     hgclock/probe_stats): the sched_switch probe's ns per call, and that
 #     over the cost of one context switch in the same run (half a round
 #     trip), untracked, tracked with 1, 16 and max_sessions sessions
-#     mapped as consumers, and tracked with 300 more tracked threads.
+#     mapped as consumers, tracked with 300 more tracked threads, and
+#     "coalesced" with 16 and max_sessions sessions.
 #
-# The ping-pong's tracked threads stop and run again on one CPU, which
-# the module coalesces when coalesce_stop_us > 0 (off by default for now,
-# Documentation/tracking.rst): then no record is written.  The
-# "_every_switch" states and
-# cases set coalesce_stop_us=0, so that every switch writes a STOP and a
-# RUN into every session: the worst case, what a vCPU moving between
-# CPUs at every switch would cost.
+# With both threads tracked, each switch puts one tracked thread in where
+# the other went out: the module writes the incoming thread's STOP and its
+# RUN into every session (a stop is coalesced only when no other tracked
+# thread ran on that CPU in between, Documentation/tracking.rst): what a
+# host CPU switching between two vCPUs costs.  The "coalesced" states
+# track one thread only (bench_pingpong track1): it stops and runs again
+# on one CPU with an untracked task in between, which the module counts
+# instead of recording (coalesce_stop_us, 100 ms by default): what an
+# idle vCPU that halts and wakes where it slept costs.
 #
 #   tools/bench/tracking.sh BUILD_DIR KO SERIES
 #
@@ -35,7 +38,6 @@ trips=${HGCLOCK_BENCH_PP_TRIPS:-5000}
 probe_trips=$((trips / 4))
 stats_file=/sys/kernel/debug/hgclock/probe_stats
 stats_param=/sys/module/hgclock/parameters/probe_stats
-coalesce_param=/sys/module/hgclock/parameters/coalesce_stop_us
 # many: 300 more tracked threads (asleep), more than the old table's
 # 256: a tracked thread's lookup is one hash bucket, whatever the count.
 nr_many=300
@@ -51,19 +53,6 @@ probe_run() {
 	res=$(HGCLOCK_PROBE_STATS=$stats_file "$pp" $probe_trips "$@") || return 1
 	echo 0 >"$stats_param"
 	echo "$res" | awk 'NR == 1 {rt = $1} $1 == "probe" {print rt, $2, $3}' >>"$out/probe_$name"
-}
-
-# Runs "$@" with coalesce_stop_us=0 (every switch recorded), then puts
-# the value back; nothing without the parameter (a module before ABI 1.4).
-every_switch() {
-	local old rc
-	[ -w "$coalesce_param" ] || return 0
-	old=$(cat "$coalesce_param") || return 1
-	echo 0 >"$coalesce_param" || return 1
-	"$@"
-	rc=$?
-	echo "$old" >"$coalesce_param"
-	return $rc
 }
 
 pp_to() {
@@ -89,15 +78,15 @@ for r in $(seq "$nr_rounds"); do
 	"$pp" $trips >>"$out/loaded_untracked" || exit 1
 	"$pp" $trips track >>"$out/loaded_tracked" || exit 1
 	"$pp" $trips track $nr_many >>"$out/loaded_tracked_many" || exit 1
-	every_switch pp_to loaded_tracked_every_switch $trips track || exit 1
+	pp_to loaded_tracked_coalesced $trips track1 || exit 1
 	if [ -n "$stats_param" ]; then
 		probe_run untracked || exit 1
 		probe_run sessions_1 track 0 1 || exit 1
 		probe_run sessions_16 track 0 16 || exit 1
 		probe_run sessions_max track 0 "$max_sessions" || exit 1
 		probe_run sessions_16_${nr_many}_more track $nr_many 16 || exit 1
-		every_switch probe_run sessions_16_every_switch track 0 16 || exit 1
-		every_switch probe_run sessions_max_every_switch track 0 "$max_sessions" || exit 1
+		probe_run coalesced_sessions_16 track1 0 16 || exit 1
+		probe_run coalesced_sessions_max track1 0 "$max_sessions" || exit 1
 	fi
 done
 # Ring memory with the defaults on this VM, and the same for 256 CPUs.
@@ -146,8 +135,8 @@ def with_ci(name, v, unit, fmt="%.3f"):
 base = [r[0] for r in read("not_loaded")]
 states = [("loaded_untracked", "untracked"), ("loaded_tracked", "tracked"),
           ("loaded_tracked_many", f"tracked_{nr_many}_more")]
-if os.path.exists(os.path.join(out, "loaded_tracked_every_switch")):
-    states.append(("loaded_tracked_every_switch", "tracked_every_switch"))
+if os.path.exists(os.path.join(out, "loaded_tracked_coalesced")):
+    states.append(("loaded_tracked_coalesced", "tracked_coalesced"))
 c, k, n = with_ci("pingpong_not_loaded", base, "ns", "%.1f")
 print(f"# confidence intervals: order statistics {k} and {n + 1 - k} of {n} rounds, "
       f"coverage {100 * c:.1f}% of the median")
@@ -162,8 +151,8 @@ for f, label in states:
 if os.path.exists(os.path.join(out, "probe_untracked")):
     floor = None
     for name in ["untracked", "sessions_1", "sessions_16", "sessions_max",
-                 f"sessions_16_{nr_many}_more", "sessions_16_every_switch",
-                 "sessions_max_every_switch"]:
+                 f"sessions_16_{nr_many}_more", "coalesced_sessions_16",
+                 "coalesced_sessions_max"]:
         if not os.path.exists(os.path.join(out, "probe_" + name)):
             continue
         rows = read("probe_" + name)
