@@ -50,8 +50,9 @@ echo "   the host moves the vCPU threads between its 2 CPUs every 300 ms"
 . tools/vm/scenarios.sh
 scenario_args merge "$kver" "$build" "$out" || exit 1
 log=/tmp/hgclock-demo.log
+nr_attempts=3
 n_infra=0	# attempts the emulator lost (classify-console: infra)
-for attempt in 1 2 3; do
+for attempt in $(seq "$nr_attempts"); do
 	rm -rf "$out"
 	scenario_nested --timeout 900 --log-dir "/tmp/hgclock-demo.attempt$attempt.vm"
 	SCENARIO_APP_SKIP=
@@ -72,8 +73,8 @@ for attempt in 1 2 3; do
 done
 if ! [ -s "$out/merge.hgc" ] || ! [ -s "$out/host.dat" ] || ! [ -s "$out/host-guest.dat" ]; then
 	# Here every attempt failed, none by a crash (those ended above).
-	if [ "$n_infra" -eq 3 ]; then
-		echo "demo: the emulator lost all 3 attempts (infra, above): no test failed and nothing" \
+	if [ "$n_infra" -eq "$nr_attempts" ]; then
+		echo "demo: the emulator lost all $nr_attempts attempts (infra, above): no test failed and nothing" \
 			"of hgclock's crashed; the nested testbed under TCG dies in some runs" \
 			"(Documentation/testing.rst, \"The emulator\"): run make demo again" >&2
 	else
