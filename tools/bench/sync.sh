@@ -11,8 +11,12 @@
 #   HGCLOCK_SYNC_KERNEL     kernel series (default 6.12)
 #   HGCLOCK_SYNC_SCENARIOS  default "steady moving"
 #   HGCLOCK_BENCH_SECONDS   length of each trace-cmd recording (default 10)
+#   HGCLOCK_BENCH_IDLE_SECONDS  the recorder's idle window (default 60)
 #   HGCLOCK_BENCH_CLOCKS    trace-cmd's clocks (default "local x86-tsc")
 #   HGCLOCK_BENCH_PROBE_BURST  hgclock record --probe-burst (default: its own)
+#   HGCLOCK_BENCH_PROBE_INTERVAL  hgclock record --probe-interval, ms
+#                           (default: its own, so that the recorder's cost
+#                           figures are the default's)
 #   HGCLOCK_BENCH_ATTEMPTS  attempts per scenario (default 3)
 #   HGCLOCK_BENCH_COALESCE_US  the module's coalesce_stop_us (default: its own, 100000)
 #
@@ -56,8 +60,10 @@ for scenario in ${HGCLOCK_SYNC_SCENARIOS:-steady moving}; do
 		tools/vm/nested --kernel "$kver" --append "$append" --timeout 1200 "${files[@]}" \
 			--log-dir "$vmlogs" \
 			--env HGCLOCK_BENCH_SECONDS="${HGCLOCK_BENCH_SECONDS:-10}" \
+			--env HGCLOCK_BENCH_IDLE_SECONDS="${HGCLOCK_BENCH_IDLE_SECONDS:-60}" \
 			--env HGCLOCK_BENCH_CLOCKS="${HGCLOCK_BENCH_CLOCKS:-local x86-tsc}" \
 			--env HGCLOCK_BENCH_PROBE_BURST="${HGCLOCK_BENCH_PROBE_BURST:-}" \
+			--env HGCLOCK_BENCH_PROBE_INTERVAL="${HGCLOCK_BENCH_PROBE_INTERVAL:-}" \
 			--env HGCLOCK_BENCH_COALESCE_US="${HGCLOCK_BENCH_COALESCE_US:-}" -- \
 			tools/bench/sync-host.sh tools/bench/sync-guest.sh >"$log" 2>&1
 		rc=$?
