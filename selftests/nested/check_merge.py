@@ -253,6 +253,9 @@ def main():
     if analyze_irq_bounds(host, ajs, tid_vcpu, apic) is None:
         skip("analyze_irq_bounds", "the host trace has no irq:irq_handler_entry or irq:softirq_entry "
              "(HGCLOCK_MERGE_HOST_EVENTS)")
+    # Each exit as the analysis counts and times it, against the host trace.
+    if analyze_exits(host, ajs, guest, tid_vcpu, apic) is False:
+        tap(False, "analyze_exits", "no guest thread lived wholly inside the recording")
     tc = tracecmd_placement(d, guest)
     if tc and has_timeshift(guest_path(d)) is False:
         print("# trace-cmd wrote no TimeShift into the guest's file (its time sync did not finish): "
@@ -716,6 +719,169 @@ def analyze_irq_bounds(host, ajs, tid_vcpu, apic):
     if not lower_total:
         print("# analyze_irq_bounds: no interrupt fell inside an exit on its vCPU's CPU: "
               "the lower bound proved nothing")
+    return True
+
+
+GUEST_SWITCH_INFO = re.compile(r"^(.*):(-?\d+) \[-?\d+\] (\S+) ==> (.*):(-?\d+) \[-?\d+\]$")
+
+
+def exit_reason(rest):
+    """kvm_exit's reason as the analysis names it: "EXIT_CPUID" (SVM) or
+    "CPUID" (VMX) -> "CPUID"."""
+    m = re.search(r"reason (\S+)", rest)
+    if not m:
+        return None
+    r = m.group(1).upper()
+    return r[5:] if r.startswith("EXIT_") else r
+
+
+def analyze_exits(host, ajs, guest, tid_vcpu, apic):
+    """The analysis's exits (--analyze-json's per-thread "exits" and
+    "exit_reasons") against the host trace, read by trace-cmd report, not
+    by merge, for every guest thread whose whole time on its vCPUs lies
+    inside the recording (each of its intervals opened and closed by a
+    guest sched_switch, between its vCPU thread's first and last KVM
+    event on the host): short-lived processes, for one, whose C library
+    runs the same CPUIDs at every start.
+
+    A guest thread can only change in guest mode, so each exit (not HLT)
+    of a vCPU lies wholly inside one guest thread's interval on it: the
+    thread's exits are its vCPU thread's kvm_exit events inside its
+    intervals, each to the next kvm_entry.  Counts, per reason, must be
+    equal.  An exit's time is analyze.rst's, recomputed here from the
+    host's own events: the part of it in which the vCPU thread runs on a
+    host CPU (its sched_switch, or a KVM event there) with no interrupt
+    running on that CPU (an IRQ or softirq, ended by its exit, a
+    sched_switch or a kvm_entry there).  Each thread's sum must match the
+    analysis's within 2 x the mapping's bound x its intervals.  Returns
+    False when no thread qualified."""
+    r = tracecmd_report(host)
+    if r.returncode:
+        tap(False, "analyze_exits", "trace-cmd report -t: exit %d" % r.returncode)
+        return True
+    vcpu_tid = {v: t for t, v in tid_vcpu.items()}
+    exits = {}          # host vCPU tid -> [(t_exit, t_entry, ns, reason)]
+    open_exit = {}      # host vCPU tid -> [t_exit, reason, ns so far]
+    span = {}           # host vCPU tid -> [first, last] KVM event
+    on_cpu = {}         # host CPU -> the task running there
+    irq_on = {}         # host CPU -> set of "i"/"s" interrupts running there
+    last = None
+    for line in r.stdout.splitlines():
+        m = REPORT_LINE.match(line)
+        if not m:
+            continue
+        pid, cpu, name, rest = int(m.group(2)), int(m.group(3)), m.group(6), m.group(7)
+        t = int(m.group(4)) * 10**9 + int(m.group(5))
+        # The time since the last event, to each open exit whose thread
+        # runs where no interrupt does.
+        if last is not None and open_exit and t > last:
+            for c, task in on_cpu.items():
+                o = open_exit.get(task)
+                if o is not None and not irq_on.get(c):
+                    o[2] += t - last
+        last = t if last is None else max(last, t)
+        if name == "sched_switch":
+            mm = GUEST_SWITCH_INFO.match(rest.strip())
+            if mm:
+                on_cpu[cpu] = int(mm.group(5))
+            irq_on.pop(cpu, None)
+        elif name in ("irq_handler_entry", "softirq_entry"):
+            irq_on.setdefault(cpu, set()).add(name[0])
+        elif name in ("irq_handler_exit", "softirq_exit"):
+            irq_on.get(cpu, set()).discard(name[0])
+        elif name in ("kvm_exit", "kvm_entry") and pid in tid_vcpu:
+            # A KVM event says where its thread runs.
+            for c in [c for c, task in on_cpu.items() if task == pid and c != cpu]:
+                del on_cpu[c]
+            on_cpu[cpu] = pid
+            sp = span.setdefault(pid, [t, t])
+            sp[1] = t
+            if name == "kvm_exit":
+                reason = exit_reason(rest)
+                if reason == "HLT":
+                    open_exit.pop(pid, None)
+                else:
+                    open_exit[pid] = [t, reason, 0]
+            else:
+                irq_on.pop(cpu, None)
+                o = open_exit.pop(pid, None)
+                if o:
+                    exits.setdefault(pid, []).append((o[0], t, o[2], o[1]))
+    for pid in exits:
+        exits[pid].sort()
+    # The guest's threads' intervals, per guest CPU, in host time.
+    ivs, incomplete, cur = {}, set(), {}
+    bound = 0
+    for e in sorted((e for e in guest if e["name"] == "sched_switch"), key=lambda e: ns(e["ts"])):
+        m = GUEST_SWITCH_INFO.match(e["args"].get("info", ""))
+        if not m:
+            continue
+        c, t = e["tid"], ns(e["ts"])
+        bound = max(bound, int(e["args"].get("bound_ns") or 0))
+        prev, nxt = int(m.group(2)), int(m.group(5))
+        if c in cur:
+            p, t0 = cur[c]
+            if p == prev:
+                ivs.setdefault(prev, []).append((c, t0, t))
+            else:
+                incomplete.update((p, prev))     # a switch lost in between
+        else:
+            incomplete.add(prev)                 # running since before the trace
+        cur[c] = (nxt, t)
+    for p, _ in cur.values():
+        incomplete.add(p)                        # still running at the end
+    with open(ajs) as f:
+        an = json.load(f)
+    threads = {t["tid"]: t for t in an.get("threads", []) if t.get("guest") == 0}
+    checked = bad = n_exits = 0
+    want_sum = got_sum = 0
+    cpuid_counts = {}
+    examples = []
+    for tid, tivs in sorted(ivs.items()):
+        if tid in incomplete or tid == 0 or tid not in threads:
+            continue
+        vts = [vcpu_tid.get(apic.get(c, c)) for c, _, _ in tivs]
+        if any(vt not in span or not (span[vt][0] < a and b < span[vt][1])
+               for vt, (_, a, b) in zip(vts, tivs)):
+            continue
+        want, want_ns = {}, 0
+        for vt, (c, a, b) in zip(vts, tivs):
+            xs = exits.get(vt, [])
+            k = bisect.bisect_left(xs, (a,))
+            while k < len(xs) and xs[k][0] < b:
+                _, _, x_ns, reason = xs[k]
+                k += 1
+                want[reason] = want.get(reason, 0) + 1
+                want_ns += x_ns
+                n_exits += 1
+        split = threads[tid]["split"]
+        got = {x["reason"]: x["count"] for x in split.get("exit_reasons", [])}
+        got_ns = split.get("exits", 0)
+        tol = 2 * bound * len(tivs)
+        checked += 1
+        want_sum += want_ns
+        got_sum += got_ns
+        if "CPUID" in want:
+            cpuid_counts.setdefault((threads[tid].get("comm"), want["CPUID"]), []).append(tid)
+        if got != want or abs(got_ns - want_ns) > tol:
+            bad += 1
+            if len(examples) < 4:
+                examples.append("thread %d (%s), %d intervals: analysis %s, %d ns; host trace %s, %d ns"
+                                % (tid, threads[tid].get("comm"), len(tivs), sorted(got.items()),
+                                   got_ns, sorted(want.items()), want_ns))
+    if not checked:
+        return False
+    for x in examples:
+        print("# analyze_exits: " + x)
+    # The same program, the same CPUIDs at each start (its C library's).
+    common = sorted(((len(v), comm, cnt) for (comm, cnt), v in cpuid_counts.items()), reverse=True)[:3]
+    print("# analyze_exits: CPUID exits per thread, the most frequent: " +
+          ", ".join("%d threads of %s with %d" % x for x in common))
+    tap(bad == 0 and n_exits > 0, "analyze_exits",
+        "%d guest threads whose whole life the recording holds, %d exits (not HLT) in their "
+        "intervals by the host trace; each thread's count per reason equal and its exit time "
+        "within 2 x %d ns x its intervals (sums: analysis %d ns, host trace %d ns); %d threads off"
+        % (checked, n_exits, bound, got_sum, want_sum, bad))
     return True
 
 
