@@ -570,6 +570,16 @@ def tracecmd_report(path):
     return _reports[path]
 
 
+def report_events(r):
+    """The events of a trace-cmd report -t run (@r): (pid, cpu, name,
+    the rest of the line, ns), in the report's order."""
+    for line in r.stdout.splitlines():
+        m = REPORT_LINE.match(line)
+        if m:
+            yield (int(m.group(2)), int(m.group(3)), m.group(6), m.group(7),
+                   int(m.group(4)) * 10**9 + int(m.group(5)))
+
+
 class Union:
     """A union of [a, b) intervals, for the length of its part inside a
     window in O(log n) (what a scan of the clipped intervals gave) for a long recording's
@@ -634,12 +644,7 @@ def analyze_irq_bounds(host, ajs, tid_vcpu, apic):
     end = 0
     nirq = 0
     names = {}
-    for line in r.stdout.splitlines():
-        m = REPORT_LINE.match(line)
-        if not m:
-            continue
-        pid, cpu, name, rest = int(m.group(2)), int(m.group(3)), m.group(6), m.group(7)
-        t = int(m.group(4)) * 10**9 + int(m.group(5))
+    for pid, cpu, name, rest, t in report_events(r):
         end = max(end, t)
         if name in ("irq_handler_entry", "softirq_entry"):
             nirq += 1
@@ -766,12 +771,7 @@ def analyze_exits(host, ajs, guest, tid_vcpu, apic):
     on_cpu = {}         # host CPU -> the task running there
     irq_on = {}         # host CPU -> set of "i"/"s" interrupts running there
     last = None
-    for line in r.stdout.splitlines():
-        m = REPORT_LINE.match(line)
-        if not m:
-            continue
-        pid, cpu, name, rest = int(m.group(2)), int(m.group(3)), m.group(6), m.group(7)
-        t = int(m.group(4)) * 10**9 + int(m.group(5))
+    for pid, cpu, name, rest, t in report_events(r):
         # The time since the last event, to each open exit whose thread
         # runs where no interrupt does.
         if last is not None and open_exit and t > last:
