@@ -35,9 +35,11 @@ for v in "$dbg"/vcpu*; do echo "${v##*/vcpu} $(cat "$v/tsc-offset")"; done >"$ou
 	2>"$out/record.err" &
 recorder=$!
 sleep 2
-# usage_sample: "wall_ns cpu_ticks file_bytes" of the recorder now: its
-# user+system time (/proc/PID/stat, clock ticks) and the size of the file
-# it is writing (FILE.tmp-XXXXXX until the end).
+# usage_sample: "wall_ns cpu_ticks file_bytes guest_alive" of the
+# recorder now: its user+system time (/proc/PID/stat, clock ticks), the
+# size of the file it is writing (FILE.tmp-XXXXXX until the end), and 1
+# if the guest's QEMU still runs (a guest the emulator killed inside a
+# window writes nothing more: its bytes per second would be too low).
 usage_sample() {
 	local stat f bytes=0
 	stat=$(cat /proc/$recorder/stat 2>/dev/null) || return 1
@@ -45,7 +47,7 @@ usage_sample() {
 	for f in "$out"/bench.hgc.tmp-*; do [ -f "$f" ] && bytes=$(stat -c %s "$f"); done
 	# shellcheck disable=SC2086
 	set -- $stat
-	echo "$(date +%s%N) $(( ${12} + ${13} )) $bytes"
+	echo "$(date +%s%N) $(( ${12} + ${13} )) $bytes $(kill -0 "$HGCLOCK_GUEST_PID" 2>/dev/null && echo 1 || echo 0)"
 }
 # The record's cost per guest, idle: the guest idles (its agent answers
 # the recorder's probes) for HGCLOCK_BENCH_IDLE_SECONDS.  Busy: the
