@@ -253,7 +253,9 @@ def main():
     if analyze_irq_bounds(host, ajs, tid_vcpu, apic) is None:
         skip("analyze_irq_bounds", "the host trace has no irq:irq_handler_entry or irq:softirq_entry "
              "(HGCLOCK_MERGE_HOST_EVENTS)")
-    # Each exit as the analysis counts and times it, against the host trace.
+    # Each vCPU's split, and each exit, as the analysis counts and times
+    # them, against the host trace.
+    analyze_vcpu_split(tool, d, tid_vcpu, apic)
     if analyze_exits(host, ajs, guest, tid_vcpu, apic) is False:
         tap(False, "analyze_exits", "no guest thread lived wholly inside the recording")
     tc = tracecmd_placement(d, guest)
@@ -883,6 +885,142 @@ def analyze_exits(host, ajs, guest, tid_vcpu, apic):
         "within 2 x %d ns x its intervals (sums: analysis %d ns, host trace %d ns); %d threads off"
         % (checked, n_exits, bound, got_sum, want_sum, bad))
     return True
+
+
+COMPONENTS = ("guest", "exits", "preempted", "host_blocked", "halted", "disrupted", "unknown")
+
+
+def analyze_vcpu_split(tool, d, tid_vcpu, apic):
+    """Each vCPU's split (--analyze-json's "vcpus"), recomputed from the
+    host trace alone (trace-cmd report, not merge) by analyze.rst's
+    rules, component by component, and its interrupts' time: from the
+    vCPU thread's first event, each nanosecond to halted (a HLT exit to
+    the next kvm_entry), preempted (switched out runnable), host_blocked
+    (switched out asleep), guest (kvm_entry to kvm_exit) or exits (a
+    kvm_exit to the next kvm_entry, running), unknown before its first
+    KVM event; an IRQ or softirq on the CPU the thread runs on in an
+    exit, or left runnable, makes that time preempted by the interrupt.
+    A KVM event says where its thread runs; a sched_switch or a
+    kvm_entry on a CPU ends the interrupt still open there.  The
+    analysis ends at the last event it read (of any input): the time
+    after the host trace's last event goes to each vCPU's last state,
+    the same for every vCPU.  Everything else must be equal.
+
+    The window starts at the last of the vCPU threads' first KVM events
+    (merge --from): before a vCPU's first KVM event the analysis knows
+    its thread only from the guest's side, which is not this check's
+    truth, and from then on the state of every vCPU is the host trace's."""
+    host = os.path.join(d, "host.dat")
+    r = tracecmd_report(host)
+    if r.returncode:
+        tap(False, "analyze_vcpu_split", "trace-cmd report -t: exit %d" % r.returncode)
+        return
+    first = {}
+    for pid, _, name, _, t in report_events(r):
+        if name in ("kvm_exit", "kvm_entry") and pid in tid_vcpu and pid not in first:
+            first[pid] = t
+    if not first:
+        tap(False, "analyze_vcpu_split", "no KVM event of a vCPU thread in the host trace")
+        return
+    from_ns = max(first.values())
+    ajs = os.path.join(d, "analyze-from.json")
+    p = checkrun.run([tool, "merge", os.path.join(d, "merge.hgc"), host, os.path.join(d, "host-guest.dat"),
+                      "--no-text", "--analyze-json", ajs, "--from", "%d.%09d" % divmod(from_ns, 10**9),
+                      "-q", "--no-progress", "--force"], capture_output=True, text=True)
+    if p.returncode:
+        tap(False, "analyze_vcpu_split", "hgclock merge --from: exit %d: %s"
+            % (p.returncode, p.stderr.strip()[-300:]))
+        return
+    comp, st = {}, {}       # vCPU tid -> {component: ns}, {"mode", "sched"}
+    on_cpu, irq_on = {}, {}
+    last = None
+
+    def component(s):
+        if s["mode"] == "halt":
+            return "halted"
+        kind, cpu = s["sched"] or (None, None)
+        if kind == "R":
+            return "irq" if irq_on.get(cpu) else "preempted"
+        if kind == "S":
+            return "host_blocked"
+        if s["mode"] is None or kind is None:
+            return "unknown"
+        if s["mode"] == "guest":
+            return "guest"
+        return "irq" if irq_on.get(cpu) else "exits"
+
+    for pid, cpu, name, rest, t in report_events(r):
+        if last is not None and t > max(last, from_ns):
+            for tid, s in st.items():
+                k = component(s)
+                comp[tid][k] = comp[tid].get(k, 0) + t - max(last, from_ns)
+        last = t if last is None else max(last, t)
+        if name == "sched_switch":
+            mm = GUEST_SWITCH_INFO.match(rest.strip())
+            if mm:
+                prev, state, nxt = int(mm.group(2)), mm.group(3), int(mm.group(5))
+                on_cpu[cpu] = nxt
+                for tid in (prev, nxt):
+                    if tid in tid_vcpu and tid not in st:
+                        st[tid], comp[tid] = {"mode": None, "sched": None}, {}
+                if prev in st:
+                    st[prev]["sched"] = ("R" if state.startswith("R") else "S", cpu)
+                if nxt in st:
+                    st[nxt]["sched"] = ("run", cpu)
+            irq_on.pop(cpu, None)
+        elif name in ("irq_handler_entry", "softirq_entry"):
+            irq_on.setdefault(cpu, set()).add(name[0])
+        elif name in ("irq_handler_exit", "softirq_exit"):
+            irq_on.get(cpu, set()).discard(name[0])
+        elif name in ("kvm_exit", "kvm_entry") and pid in tid_vcpu:
+            if pid not in st:
+                st[pid], comp[pid] = {"mode": None, "sched": None}, {}
+            s = st[pid]
+            s["sched"] = ("run", cpu)
+            for c in [c for c, task in on_cpu.items() if task == pid and c != cpu]:
+                del on_cpu[c]
+            on_cpu[cpu] = pid
+            if name == "kvm_exit":
+                s["mode"] = "halt" if exit_reason(rest) == "HLT" else "exit"
+            else:
+                irq_on.pop(cpu, None)
+                s["mode"] = "guest"
+    with open(ajs) as f:
+        an = json.load(f)
+    got = {(v["guest"], v["vcpu"]): v["split"] for v in an.get("vcpus", [])}
+    cpu_of_apic = {a: c for c, a in apic.items()}
+    ok, lines, tails = bool(comp), [], set()
+    for tid in sorted(comp):
+        vcpu = cpu_of_apic.get(tid_vcpu[tid], tid_vcpu[tid])
+        want = dict(comp[tid])
+        want["preempted"] = want.get("preempted", 0) + want.get("irq", 0)
+        a = got.get((0, vcpu))
+        if a is None:
+            ok = False
+            lines.append("vCPU %d (thread %d): not in the analysis" % (vcpu, tid))
+            continue
+        a_irq = sum(o["ns"] for o in a.get("preempted_by", [])
+                    if o.get("tid") is None and ("irq" in o or "softirq" in o))
+        tail = sum(a.get(k, 0) for k in COMPONENTS) - sum(want.get(k, 0) for k in COMPONENTS)
+        final = component(st[tid])
+        tails.add(tail)
+        diffs = []
+        for k in COMPONENTS:
+            extra = tail if k == ("preempted" if final == "irq" else final) else 0
+            if a.get(k, 0) != want.get(k, 0) + extra:
+                diffs.append("%s %d, host trace %d" % (k, a.get(k, 0), want.get(k, 0) + extra))
+        if a_irq != want.get("irq", 0) + (tail if final == "irq" else 0):
+            diffs.append("interrupts %d, host trace %d" % (a_irq, want.get("irq", 0)))
+        ok = ok and not diffs and tail >= 0
+        lines.append("vCPU %d (thread %d): %s" % (vcpu, tid, "; ".join(diffs) if diffs else
+                     "guest %d, exits %d, preempted %d (interrupts %d), host_blocked %d, halted %d ns"
+                     % (a.get("guest", 0), a.get("exits", 0), a.get("preempted", 0), a_irq,
+                        a.get("host_blocked", 0), a.get("halted", 0))))
+    ok = ok and len(tails) == 1
+    tap(ok, "analyze_vcpu_split",
+        "from %d.%09d, each vCPU's split and interrupt time the same to the ns as the host trace's by "
+        "analyze.rst's rules (%s ns after the host trace's last event, to each vCPU's last state): %s"
+        % (from_ns // 10**9, from_ns % 10**9, "/".join(str(x) for x in sorted(tails)), "; ".join(lines)))
 
 
 def guest_path(d):
