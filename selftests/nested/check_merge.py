@@ -742,6 +742,43 @@ def exit_reason(rest):
     return r[5:] if r.startswith("EXIT_") else r
 
 
+class HostCpus:
+    """Each host CPU's running task and interrupts, followed as
+    analyze.rst's rules follow them: a sched_switch puts its next task on
+    the CPU and ends the interrupt still open there, as a kvm_entry does
+    on its CPU; an IRQ or softirq runs from its entry to its exit; a KVM
+    event of a vCPU thread (@tid_vcpu) says the thread runs on that CPU.
+    Feed it every event of a trace-cmd report in order (event())."""
+
+    def __init__(self, tid_vcpu):
+        self.tid_vcpu = tid_vcpu
+        self.on_cpu = {}        # host CPU -> the task running there
+        self.irq_on = {}        # host CPU -> set of "i"/"s" interrupts running there
+
+    def irq(self, cpu):
+        return bool(self.irq_on.get(cpu))
+
+    def event(self, pid, cpu, name, rest):
+        """Follows one event; a sched_switch's (prev, prev_state, next)."""
+        if name == "sched_switch":
+            self.irq_on.pop(cpu, None)
+            mm = GUEST_SWITCH_INFO.match(rest.strip())
+            if mm:
+                self.on_cpu[cpu] = int(mm.group(5))
+                return int(mm.group(2)), mm.group(3), int(mm.group(5))
+        elif name in ("irq_handler_entry", "softirq_entry"):
+            self.irq_on.setdefault(cpu, set()).add(name[0])
+        elif name in ("irq_handler_exit", "softirq_exit"):
+            self.irq_on.get(cpu, set()).discard(name[0])
+        elif name in ("kvm_exit", "kvm_entry") and pid in self.tid_vcpu:
+            for c in [c for c, task in self.on_cpu.items() if task == pid and c != cpu]:
+                del self.on_cpu[c]
+            self.on_cpu[cpu] = pid
+            if name == "kvm_entry":
+                self.irq_on.pop(cpu, None)
+        return None
+
+
 def analyze_exits(host, ajs, guest, tid_vcpu, apic):
     """The analysis's exits (--analyze-json's per-thread "exits" and
     "exit_reasons") against the host trace, read by trace-cmd report, not
@@ -770,32 +807,19 @@ def analyze_exits(host, ajs, guest, tid_vcpu, apic):
     exits = {}          # host vCPU tid -> [(t_exit, t_entry, ns, reason)]
     open_exit = {}      # host vCPU tid -> [t_exit, reason, ns so far]
     span = {}           # host vCPU tid -> [first, last] KVM event
-    on_cpu = {}         # host CPU -> the task running there
-    irq_on = {}         # host CPU -> set of "i"/"s" interrupts running there
+    cpus = HostCpus(tid_vcpu)
     last = None
     for pid, cpu, name, rest, t in report_events(r):
         # The time since the last event, to each open exit whose thread
         # runs where no interrupt does.
         if last is not None and open_exit and t > last:
-            for c, task in on_cpu.items():
+            for c, task in cpus.on_cpu.items():
                 o = open_exit.get(task)
-                if o is not None and not irq_on.get(c):
+                if o is not None and not cpus.irq(c):
                     o[2] += t - last
         last = t if last is None else max(last, t)
-        if name == "sched_switch":
-            mm = GUEST_SWITCH_INFO.match(rest.strip())
-            if mm:
-                on_cpu[cpu] = int(mm.group(5))
-            irq_on.pop(cpu, None)
-        elif name in ("irq_handler_entry", "softirq_entry"):
-            irq_on.setdefault(cpu, set()).add(name[0])
-        elif name in ("irq_handler_exit", "softirq_exit"):
-            irq_on.get(cpu, set()).discard(name[0])
-        elif name in ("kvm_exit", "kvm_entry") and pid in tid_vcpu:
-            # A KVM event says where its thread runs.
-            for c in [c for c, task in on_cpu.items() if task == pid and c != cpu]:
-                del on_cpu[c]
-            on_cpu[cpu] = pid
+        cpus.event(pid, cpu, name, rest)
+        if name in ("kvm_exit", "kvm_entry") and pid in tid_vcpu:
             sp = span.setdefault(pid, [t, t])
             sp[1] = t
             if name == "kvm_exit":
@@ -805,7 +829,6 @@ def analyze_exits(host, ajs, guest, tid_vcpu, apic):
                 else:
                     open_exit[pid] = [t, reason, 0]
             else:
-                irq_on.pop(cpu, None)
                 o = open_exit.pop(pid, None)
                 if o:
                     exits.setdefault(pid, []).append((o[0], t, o[2], o[1]))
@@ -932,7 +955,7 @@ def analyze_vcpu_split(tool, d, tid_vcpu, apic):
             % (p.returncode, p.stderr.strip()[-300:]))
         return
     comp, st = {}, {}       # vCPU tid -> {component: ns}, {"mode", "sched"}
-    on_cpu, irq_on = {}, {}
+    cpus = HostCpus(tid_vcpu)
     last = None
 
     def component(s):
@@ -940,14 +963,14 @@ def analyze_vcpu_split(tool, d, tid_vcpu, apic):
             return "halted"
         kind, cpu = s["sched"] or (None, None)
         if kind == "R":
-            return "irq" if irq_on.get(cpu) else "preempted"
+            return "irq" if cpus.irq(cpu) else "preempted"
         if kind == "S":
             return "host_blocked"
         if s["mode"] is None or kind is None:
             return "unknown"
         if s["mode"] == "guest":
             return "guest"
-        return "irq" if irq_on.get(cpu) else "exits"
+        return "irq" if cpus.irq(cpu) else "exits"
 
     for pid, cpu, name, rest, t in report_events(r):
         if last is not None and t > max(last, from_ns):
@@ -955,35 +978,24 @@ def analyze_vcpu_split(tool, d, tid_vcpu, apic):
                 k = component(s)
                 comp[tid][k] = comp[tid].get(k, 0) + t - max(last, from_ns)
         last = t if last is None else max(last, t)
-        if name == "sched_switch":
-            mm = GUEST_SWITCH_INFO.match(rest.strip())
-            if mm:
-                prev, state, nxt = int(mm.group(2)), mm.group(3), int(mm.group(5))
-                on_cpu[cpu] = nxt
-                for tid in (prev, nxt):
-                    if tid in tid_vcpu and tid not in st:
-                        st[tid], comp[tid] = {"mode": None, "sched": None}, {}
-                if prev in st:
-                    st[prev]["sched"] = ("R" if state.startswith("R") else "S", cpu)
-                if nxt in st:
-                    st[nxt]["sched"] = ("run", cpu)
-            irq_on.pop(cpu, None)
-        elif name in ("irq_handler_entry", "softirq_entry"):
-            irq_on.setdefault(cpu, set()).add(name[0])
-        elif name in ("irq_handler_exit", "softirq_exit"):
-            irq_on.get(cpu, set()).discard(name[0])
+        switch = cpus.event(pid, cpu, name, rest)
+        if switch:
+            prev, state, nxt = switch
+            for tid in (prev, nxt):
+                if tid in tid_vcpu and tid not in st:
+                    st[tid], comp[tid] = {"mode": None, "sched": None}, {}
+            if prev in st:
+                st[prev]["sched"] = ("R" if state.startswith("R") else "S", cpu)
+            if nxt in st:
+                st[nxt]["sched"] = ("run", cpu)
         elif name in ("kvm_exit", "kvm_entry") and pid in tid_vcpu:
             if pid not in st:
                 st[pid], comp[pid] = {"mode": None, "sched": None}, {}
             s = st[pid]
             s["sched"] = ("run", cpu)
-            for c in [c for c, task in on_cpu.items() if task == pid and c != cpu]:
-                del on_cpu[c]
-            on_cpu[cpu] = pid
             if name == "kvm_exit":
                 s["mode"] = "halt" if exit_reason(rest) == "HLT" else "exit"
             else:
-                irq_on.pop(cpu, None)
                 s["mode"] = "guest"
     with open(ajs) as f:
         an = json.load(f)
