@@ -572,14 +572,18 @@ def tracecmd_report(path):
     return _reports[path]
 
 
+_events = {}
+
+
 def report_events(r):
     """The events of a trace-cmd report -t run (@r): (pid, cpu, name,
-    the rest of the line, ns), in the report's order."""
-    for line in r.stdout.splitlines():
-        m = REPORT_LINE.match(line)
-        if m:
-            yield (int(m.group(2)), int(m.group(3)), m.group(6), m.group(7),
-                   int(m.group(4)) * 10**9 + int(m.group(5)))
+    the rest of the line, ns), in the report's order; parsed once per
+    report (the analysis checks each read the host's)."""
+    if id(r) not in _events:
+        _events[id(r)] = (r, [(int(m.group(2)), int(m.group(3)), m.group(6), m.group(7),
+                               int(m.group(4)) * 10**9 + int(m.group(5)))
+                              for m in map(REPORT_LINE.match, r.stdout.splitlines()) if m])
+    return _events[id(r)][1]
 
 
 class Union:
@@ -947,7 +951,7 @@ def analyze_vcpu_split(tool, d, tid_vcpu, apic):
         return
     from_ns = max(first.values())
     ajs = os.path.join(d, "analyze-from.json")
-    p = checkrun.run([tool, "merge", os.path.join(d, "merge.hgc"), host, os.path.join(d, "host-guest.dat"),
+    p = checkrun.run([tool, "merge", os.path.join(d, "merge.hgc"), host, guest_path(d),
                       "--no-text", "--analyze-json", ajs, "--from", "%d.%09d" % divmod(from_ns, 10**9),
                       "-q", "--no-progress", "--force"], capture_output=True, text=True)
     if p.returncode:
